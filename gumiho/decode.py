@@ -1,0 +1,228 @@
+"""One decode loop for vanilla and speculative decoding, as a stream of StepEvents.
+
+    prefill(prompt)                  -> cache, hidden states, first token     (step 0)
+    repeat:
+        tree   = drafter proposes below the last token  (vanilla: the root alone)
+        logits = target forward over the whole tree, one pass
+        path, bonus = accept(tree, logits)
+        cache keeps the root and the accepted path
+        drafter context grows by the accepted positions' real hidden states
+        emit path tokens + bonus                                     (step 1, 2, ...)
+
+With no drafter the tree is the root alone and this is plain token-by-token
+decoding with a KV cache: the reference the speculative output is compared with.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Optional, Union
+
+import torch
+from transformers import DynamicCache
+
+from .errors import GumihoError
+from .events import EmittedToken, RejectedToken, StepEvent
+from .kvcache import keep_tree_entries
+from .metrics import GenerationStats, summarize
+from .models import Target
+from .tree import DraftTree, TreeSettings, verify_inputs
+from .verify import accept_greedy, accept_sampling, process_logits, sample_token
+
+MAX_NEW_TOKENS_LIMIT = 1_000_000
+
+
+@dataclass
+class GenerationSettings:
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: Optional[int] = None
+    tree: Optional[TreeSettings] = None  # None: sized for the device
+
+    def validate(self) -> "GenerationSettings":
+        m = self.max_new_tokens
+        if isinstance(m, bool) or not isinstance(m, int) or m <= 0:
+            raise GumihoError(f"max_new_tokens must be a whole number >= 1, got {m!r}.")
+        if m > MAX_NEW_TOKENS_LIMIT:
+            raise GumihoError(f"max_new_tokens={m} is too large; use at most {MAX_NEW_TOKENS_LIMIT}.")
+        t = self.temperature
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or math.isnan(t) or t < 0 or t > 100:
+            raise GumihoError(f"temperature must be a number between 0 and 100 (0 = greedy), got {t!r}.")
+        p = self.top_p
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or math.isnan(p) or not (0 < p <= 1):
+            raise GumihoError(f"top_p must be a number in (0, 1], got {p!r}.")
+        k = self.top_k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise GumihoError(f"top_k must be a whole number >= 0 (0 = off), got {k!r}.")
+        if self.tree is not None:
+            self.tree.validate()
+        return self
+
+
+@dataclass
+class GenerationResult:
+    text: str
+    tokens: list[int]
+    prompt_tokens: int
+    steps: list[StepEvent] = field(default_factory=list)
+    stats: Optional[GenerationStats] = None
+    finish_reason: Optional[str] = None
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Optional[GenerationSettings] = None,
+           stop: Optional[threading.Event] = None, keep_trees: bool = False) -> Iterator[StepEvent]:
+    """Decode ``prompt_ids`` with ``target`` (speculatively when ``drafter`` is given),
+    yielding one StepEvent per target forward. ``stop`` ends the stream early."""
+    settings = (settings or GenerationSettings()).validate()
+    tree_settings = (settings.tree or TreeSettings.for_device(target.device)).validate()
+    ctx = target.context_length
+    n_prompt = len(prompt_ids)
+    if n_prompt == 0:
+        raise GumihoError("The prompt is empty: type some text to start from.")
+    if n_prompt >= ctx:
+        raise GumihoError(
+            f"The prompt is {n_prompt} tokens long but {target.name} reads at most {ctx} tokens "
+            f"(including the answer); shorten the prompt."
+        )
+    greedy = settings.temperature == 0
+    gen = None
+    if not greedy:
+        gen = torch.Generator(device="cpu")
+        gen.manual_seed(settings.seed if settings.seed is not None else torch.seed())
+    eos = target.eos_ids
+    dev = target.device
+
+    def choose(logits_row):
+        if greedy:
+            return int(logits_row.argmax())
+        return sample_token(process_logits(logits_row, settings.temperature, settings.top_p, settings.top_k).cpu(), gen)
+
+    def cut(tokens):
+        """Emitted tokens cut exactly where vanilla decoding would stop."""
+        out, reason = [], None
+        for tok in tokens:
+            if produced + len(out) >= settings.max_new_tokens:
+                reason = "length"
+                break
+            if n_prompt + produced + len(out) >= ctx:
+                reason = "context"
+                break
+            out.append(tok)
+            if tok in eos:
+                reason = "eos"
+                break
+        if reason is None:
+            if produced + len(out) >= settings.max_new_tokens:
+                reason = "length"
+            elif n_prompt + produced + len(out) >= ctx:
+                reason = "context"
+        return out, reason
+
+    t0 = time.perf_counter()
+    session = drafter.new_session() if drafter is not None else None
+    cfg = drafter.cfg if drafter is not None else None
+    with torch.inference_mode():
+        cache = DynamicCache()
+        ids = torch.tensor([prompt_ids], dtype=torch.long, device=dev)
+        pos = torch.arange(n_prompt, device=dev)[None]
+        hidden, logits = target.forward(ids, pos, None, cache)
+        first = choose(logits[-1])
+        produced = 0
+        toks, reason = cut([first])
+        _sync(dev)
+        t1 = time.perf_counter()
+        produced += len(toks)
+        yield StepEvent(step=0, emitted=[EmittedToken(first, 0, "target", None)], accepted_length=0, rejected=[],
+                        drafted=0, draft_s=0.0, verify_s=t1 - t0, elapsed_s=t1 - t0, target_choices=[first],
+                        finished=reason is not None, finish_reason=reason)
+        if reason is not None:
+            return
+        if session is not None:
+            session.extend(hidden, torch.tensor(prompt_ids[1:] + [first], device=dev))
+        last = first
+        step = 0
+        while True:
+            if stop is not None and stop.is_set():
+                yield StepEvent(step=step + 1, emitted=[], accepted_length=0, rejected=[], drafted=0, draft_s=0.0,
+                                verify_s=0.0, elapsed_s=time.perf_counter() - t0, finished=True,
+                                finish_reason="stopped")
+                return
+            step += 1
+            past = n_prompt + produced - 1  # cache length: every token except `last`
+            ts = time.perf_counter()
+            if session is not None:
+                # The tree must fit in the context window: node at depth d sits at past + d.
+                tree = session.propose(last, tree_settings, max_depth=ctx - past - 1)
+            else:
+                tree = DraftTree.root_only(last)
+            _sync(dev)
+            td = time.perf_counter()
+            if len(tree) == 1:
+                ids = torch.tensor([[last]], device=dev)
+                hidden, logits = target.forward(ids, torch.tensor([[past]], device=dev), None, cache)
+            else:
+                ids, pos, mask = verify_inputs(tree, past, dev, target.dtype)
+                hidden, logits = target.forward(ids, pos, mask, cache)
+            if greedy:
+                acc = accept_greedy(tree, logits)
+            else:
+                probs = process_logits(logits, settings.temperature, settings.top_p, settings.top_k).cpu()
+                acc = accept_sampling(tree, probs, gen)
+            kept = [0] + acc.path
+            if len(tree) > 1:
+                keep_tree_entries(cache, past, kept)
+            new_tokens = [tree.tokens[i] for i in acc.path] + [acc.bonus]
+            if session is not None:
+                session.extend(hidden[kept], torch.tensor(new_tokens, device=dev))
+            _sync(dev)
+            tv = time.perf_counter()
+            toks, reason = cut(new_tokens)
+            emitted = []
+            for k, tok in enumerate(toks):
+                if k < len(acc.path):
+                    node = acc.path[k]
+                    d = tree.depths[node]
+                    emitted.append(EmittedToken(tok, d, cfg.head_kind(d), tree.probs[node]))
+                else:
+                    emitted.append(EmittedToken(tok, 0, "target", None))
+            stop_node = acc.path[-1] if acc.path else 0
+            children = tree.children()[stop_node]
+            rejected = [RejectedToken(tree.tokens[c], tree.depths[c], cfg.head_kind(tree.depths[c]), tree.probs[c])
+                        for c in children] if cfg is not None else []
+            produced += len(toks)
+            yield StepEvent(step=step, emitted=emitted, accepted_length=len(acc.path), rejected=rejected,
+                            drafted=len(tree) - 1, draft_s=td - ts, verify_s=tv - td, elapsed_s=tv - t0,
+                            tree=tree if keep_trees else None, accepted_nodes=acc.path,
+                            target_choices=acc.target_choices, finished=reason is not None, finish_reason=reason)
+            if reason is not None:
+                return
+            last = new_tokens[-1]
+
+
+def generate(target: Target, prompt: Union[str, list, None] = None, drafter=None,
+             settings: Optional[GenerationSettings] = None, prompt_ids: Optional[list[int]] = None,
+             **overrides) -> GenerationResult:
+    """Generate a whole answer. ``prompt`` (text or chat messages) goes through the
+    target's chat template; ``prompt_ids`` bypasses it. Keyword overrides set
+    GenerationSettings fields (max_new_tokens=..., temperature=..., tree=...)."""
+    settings = settings or GenerationSettings()
+    for k, v in overrides.items():
+        if not hasattr(settings, k):
+            raise GumihoError(f"Unknown generation setting {k!r}.")
+        setattr(settings, k, v)
+    ids = list(prompt_ids) if prompt_ids is not None else target.encode(prompt)
+    steps = list(stream(target, ids, drafter, settings))
+    tokens = [t for s in steps for t in s.tokens]
+    text = target.tokenizer.decode(tokens, skip_special_tokens=True)
+    return GenerationResult(text=text, tokens=tokens, prompt_tokens=len(ids), steps=steps,
+                            stats=summarize(steps, drafter.cfg.max_depth if drafter is not None else 0),
+                            finish_reason=steps[-1].finish_reason if steps else None)

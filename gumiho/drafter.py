@@ -1,0 +1,402 @@
+"""The Gumiho drafter: a small serial Transformer for the first draft positions and
+parallel MLP heads for the later ones.
+
+Notation used throughout (n = number of tokens the target has processed):
+
+    h_i   the target's last hidden state at position i (after its final norm, the
+          vector its LM head turns into logits for token i+1)
+    x_i   the token at position i
+
+The drafter's input at position i is ``fc(cat(embed(x_{i+1}), h_i))``: "the hidden
+state at i, and the token that was chosen from it". From that it predicts h_{i+1},
+whose logits (through the target's own LM head) give a guess for x_{i+2}.
+
+Draft position d (d = 1, 2, ...) is the d-th token after the last token the target
+produced. With ``serial_positions = S`` and ``mlp_heads = M``:
+
+* positions 1..S come from the serial Transformer, run S times autoregressively,
+  each step feeding back its own predicted hidden state (EAGLE-style);
+* positions S+1..S+M come from M independent MLP heads, all run at once from the
+  last two serial inputs (Gumiho's parallel heads).
+
+The same class gives the two ablations of the paper by configuration:
+``kind="serial"`` (S = 7, M = 0, EAGLE-like) and ``kind="parallel"`` (S = 0, M = 7,
+Medusa-like: every position from the target's own hidden state).
+
+The token embedding and LM head belong to the target and stay frozen; they are
+attached with :meth:`Drafter.attach_target` and are never saved with the drafter.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .errors import GumihoError
+
+DRAFTER_KINDS = ("gumiho", "serial", "parallel")
+
+
+@dataclass
+class DrafterConfig:
+    hidden_size: int
+    vocab_size: int
+    kind: str = "gumiho"
+    serial_positions: int = 2
+    mlp_heads: int = 5
+    num_layers: int = 2
+    num_attention_heads: int = 8
+    num_key_value_heads: int = 8
+    head_dim: Optional[int] = None
+    intermediate_size: Optional[int] = None
+    mlp_blocks: int = 5  # residual SiLU blocks per MLP head, after the input block
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    # Optional restricted draft vocabulary (FR-Spec): the drafter only ever proposes
+    # these token ids. Keeps the LM-head cost of drafting small on CPU.
+    draft_vocab_size: Optional[int] = None
+    # Official checkpoints have no input norm on the first layer (see official.py).
+    first_layer_input_norm: bool = True
+    target: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.kind not in DRAFTER_KINDS:
+            raise GumihoError(f"Unknown drafter kind {self.kind!r}; use one of {DRAFTER_KINDS}.")
+        if self.head_dim is None:
+            self.head_dim = self.hidden_size // self.num_attention_heads
+        if self.intermediate_size is None:
+            self.intermediate_size = int(self.hidden_size * 8 / 3)
+        if self.serial_positions > 0 and self.num_layers < 1:
+            raise GumihoError("A drafter with serial positions needs at least one Transformer layer.")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise GumihoError("num_attention_heads must be a multiple of num_key_value_heads.")
+
+    @classmethod
+    def for_target(cls, target_config, kind: str = "gumiho", **overrides) -> "DrafterConfig":
+        """A drafter sized from a target's HF config (the paper's choice: same width,
+        same attention shape, two layers)."""
+        text_cfg = getattr(target_config, "get_text_config", lambda: target_config)()
+        rope = getattr(text_cfg, "rope_parameters", None) or {}
+        theta = rope.get("rope_theta", getattr(text_cfg, "rope_theta", 10000.0)) if isinstance(rope, dict) else 10000.0
+        kw = dict(
+            hidden_size=text_cfg.hidden_size,
+            vocab_size=text_cfg.vocab_size,
+            num_attention_heads=text_cfg.num_attention_heads,
+            num_key_value_heads=getattr(text_cfg, "num_key_value_heads", None) or text_cfg.num_attention_heads,
+            head_dim=getattr(text_cfg, "head_dim", None) or text_cfg.hidden_size // text_cfg.num_attention_heads,
+            intermediate_size=getattr(text_cfg, "intermediate_size", None),
+            rms_norm_eps=getattr(text_cfg, "rms_norm_eps", 1e-6),
+            rope_theta=float(theta),
+        )
+        kw.update(kind_layout(kind))
+        kw.update(overrides)
+        return cls(kind=kind, **kw)
+
+    @property
+    def max_depth(self) -> int:
+        return self.serial_positions + self.mlp_heads
+
+    @property
+    def head_inputs(self) -> int:
+        """How many serial inputs (H-wide each) the MLP heads read: the last two
+        on the path, or only the root's when there is no serial step (parallel)."""
+        return min(2, self.serial_positions + 1)
+
+    def head_kind(self, position: int) -> str:
+        """'serial' or 'mlp': which part of the drafter proposes draft position d."""
+        return "serial" if position <= self.serial_positions else "mlp"
+
+
+def kind_layout(kind: str) -> dict:
+    if kind == "gumiho":
+        return dict(serial_positions=2, mlp_heads=5)
+    if kind == "serial":
+        return dict(serial_positions=7, mlp_heads=0)
+    if kind == "parallel":
+        return dict(serial_positions=0, mlp_heads=7, num_layers=0)
+    raise GumihoError(f"Unknown drafter kind {kind!r}; use one of {DRAFTER_KINDS}.")
+
+
+# ----------------------------------------------------------------------------- layers
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype):
+    """Rotary tables for integer positions [..., T] -> cos, sin [..., T, head_dim]."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
+    ang = positions.float()[..., None] * inv
+    emb = torch.cat([ang, ang], dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rope(x, cos, sin):
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        self.cfg = cfg
+        h, nh, nkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.q_proj = nn.Linear(h, nh * hd, bias=False)
+        self.k_proj = nn.Linear(h, nkv * hd, bias=False)
+        self.v_proj = nn.Linear(h, nkv * hd, bias=False)
+        self.o_proj = nn.Linear(nh * hd, h, bias=False)
+
+    def forward(self, x, cos, sin, mask, past_kv=None):
+        """x [B, T, H]; mask [B or 1, 1, T, past+T] bool (True = may attend).
+        Returns output and this call's (k, v) so the caller decides what to keep."""
+        b, t, _ = x.shape
+        cfg = self.cfg
+        q = self.q_proj(x).view(b, t, cfg.num_attention_heads, cfg.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos[:, None], sin[:, None]), apply_rope(k, cos[:, None], sin[:, None])
+        new_kv = (k, v)
+        if past_kv is not None:
+            k = torch.cat([past_kv[0], k], dim=2)
+            v = torch.cat([past_kv[1], v], dim=2)
+        rep = cfg.num_attention_heads // cfg.num_key_value_heads
+        if rep > 1:
+            k = k.repeat_interleave(rep, dim=1)
+            v = v.repeat_interleave(rep, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1)), new_kv
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: DrafterConfig, index: int):
+        super().__init__()
+        # The official Gumiho/EAGLE drafters skip the first layer's input norm: its
+        # input is already the fc projection, not a residual stream.
+        use_norm = index > 0 or cfg.first_layer_input_norm
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps) if use_norm else nn.Identity()
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size)
+
+    def forward(self, x, cos, sin, mask, past_kv=None):
+        a, new_kv = self.self_attn(self.input_layernorm(x), cos, sin, mask, past_kv)
+        x = x + a
+        x = x + self.mlp(self.post_attention_layernorm(x))
+        return x, new_kv
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, h: int, inter: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(h, inter, bias=False)
+        self.up_proj = nn.Linear(h, inter, bias=False)
+        self.down_proj = nn.Linear(inter, h, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class SiLUBlock(nn.Module):
+    """``act(linear(x))``, plus ``x`` when residual. Zero-initialised weights make a
+    residual block start as the identity, so a fresh head passes its input through."""
+
+    def __init__(self, d_in: int, d_out: int, residual: bool):
+        super().__init__()
+        self.linear = nn.Linear(d_in, d_out)
+        self.residual = residual and d_in == d_out
+        if self.residual:
+            nn.init.zeros_(self.linear.weight)
+
+    def forward(self, x):
+        y = F.silu(self.linear(x))
+        return x + y if self.residual else y
+
+
+def mlp_head(cfg: DrafterConfig) -> nn.Sequential:
+    h = cfg.hidden_size
+    blocks = [SiLUBlock(h * cfg.head_inputs, h, residual=False)]
+    blocks += [SiLUBlock(h, h, residual=True) for _ in range(cfg.mlp_blocks)]
+    return nn.Sequential(*blocks)
+
+
+# ----------------------------------------------------------------------------- drafter
+
+
+class Drafter(nn.Module):
+    """Hybrid serial/parallel drafter. See the module docstring for the notation."""
+
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        self.cfg = cfg
+        h = cfg.hidden_size
+        self.fc = nn.Linear(2 * h, h, bias=True)
+        self.layers = nn.ModuleList([DecoderLayer(cfg, i) for i in range(cfg.num_layers)])
+        self.heads = nn.ModuleList([mlp_head(cfg) for _ in range(cfg.mlp_heads)])
+        # Restricted draft vocabulary: ids of the tokens the drafter may propose.
+        n_draft = cfg.draft_vocab_size or cfg.vocab_size
+        self.register_buffer("draft_vocab_ids", torch.arange(n_draft, dtype=torch.long), persistent=True)
+        # The target's frozen pieces, attached later and never saved with the drafter.
+        self._embed: Optional[nn.Embedding] = None
+        self._lm_head_weight: Optional[torch.Tensor] = None
+        self._draft_head_weight: Optional[torch.Tensor] = None
+
+    # -- target pieces -------------------------------------------------------------
+
+    def attach_target(self, target_model) -> "Drafter":
+        """Borrow the target's token embedding and LM head (frozen, not copied)."""
+        emb = target_model.get_input_embeddings()
+        head = target_model.get_output_embeddings()
+        if emb.weight.shape[-1] != self.cfg.hidden_size:
+            raise GumihoError(
+                f"Drafter hidden size {self.cfg.hidden_size} does not match the target's "
+                f"{emb.weight.shape[-1]}: this drafter was trained for another model "
+                f"({self.cfg.target or 'unknown'}). Train one for this target with `python -m gumiho.train`."
+            )
+        if head.weight.shape[0] != self.cfg.vocab_size:
+            raise GumihoError(
+                f"Drafter vocabulary {self.cfg.vocab_size} does not match the target's "
+                f"{head.weight.shape[0]}: this drafter was trained for another model "
+                f"({self.cfg.target or 'unknown'}). Train one for this target with `python -m gumiho.train`."
+            )
+        # Plain attributes (not submodules): not trained, not saved, not moved by .to().
+        object.__setattr__(self, "_embed", emb)
+        self._lm_head_weight = head.weight.detach()
+        self._draft_head_weight = self._lm_head_weight[self.draft_vocab_ids.to(self._lm_head_weight.device)]
+        return self
+
+    def _require_target(self):
+        if self._embed is None:
+            raise GumihoError("Call drafter.attach_target(target_model) before drafting.")
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        self._require_target()
+        with torch.no_grad():
+            return self._embed(ids).to(self.fc.weight.dtype)
+
+    def full_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits over the whole vocabulary (training: match the target's distribution)."""
+        self._require_target()
+        return hidden.to(self._lm_head_weight.dtype) @ self._lm_head_weight.T
+
+    def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits over the draft vocabulary only; index into ``draft_vocab_ids``."""
+        self._require_target()
+        return hidden.to(self._draft_head_weight.dtype) @ self._draft_head_weight.T
+
+    def set_draft_vocab(self, ids: torch.Tensor):
+        ids = torch.as_tensor(ids, dtype=torch.long).flatten()
+        self.cfg.draft_vocab_size = int(ids.numel())
+        self.draft_vocab_ids = ids.to(self.fc.weight.device)
+        if self._lm_head_weight is not None:
+            self._draft_head_weight = self._lm_head_weight[self.draft_vocab_ids.to(self._lm_head_weight.device)]
+
+    # -- pieces of the forward -------------------------------------------------------
+
+    def project(self, hidden: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
+        """fc(cat(embed(x_{i+1}), h_i)): the drafter's input for one position."""
+        return self.fc(torch.cat([self.embed(next_ids), hidden.to(self.fc.weight.dtype)], dim=-1))
+
+    def transformer(self, x, positions, mask, past=None):
+        """Run the serial layers. x [B,T,H], positions [B or 1,T], mask [.,1,T,P+T].
+        Returns output and per-layer new (k, v) of these T positions."""
+        cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta, x.dtype)
+        new = []
+        for i, layer in enumerate(self.layers):
+            x, kv = layer(x, cos, sin, mask, None if past is None else past[i])
+            new.append(kv)
+        return x, new
+
+    def run_heads(self, head_input: torch.Tensor) -> list[torch.Tensor]:
+        """All MLP heads at once: [.., head_inputs*H] -> list of M predicted hidden states."""
+        return [head(head_input) for head in self.heads]
+
+    def new_session(self):
+        """Drafting state for one generation (see gumiho.drafting)."""
+        from .drafting import DraftSession
+
+        return DraftSession(self)
+
+    # -- bookkeeping -----------------------------------------------------------------
+
+    def trainable_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def save(self, folder: str, dtype: Optional[torch.dtype] = None):
+        from safetensors.torch import save_file
+
+        os.makedirs(folder, exist_ok=True)
+        state = {k: v.detach().contiguous() for k, v in self.state_dict().items()}
+        if dtype is not None:
+            state = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in state.items()}
+        tmp = os.path.join(folder, "model.safetensors.tmp")
+        save_file(state, tmp, metadata={"format": "pt"})
+        os.replace(tmp, os.path.join(folder, "model.safetensors"))
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(asdict(self.cfg), f, indent=2)
+
+    @classmethod
+    def load(cls, folder: str, device="cpu", dtype=torch.float32) -> "Drafter":
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        cfg_path = os.path.join(folder, "config.json")
+        w_path = os.path.join(folder, "model.safetensors")
+        if not os.path.isdir(folder):
+            raise GumihoError(f"Drafter folder {folder!r} does not exist.")
+        if not os.path.exists(cfg_path) or not os.path.exists(w_path):
+            raise GumihoError(
+                f"Drafter folder {folder!r} must hold config.json and model.safetensors "
+                f"(for an official Gumiho checkpoint with pytorch_model.bin, use gumiho.official)."
+            )
+        try:
+            with open(cfg_path) as f:
+                raw = json.load(f)
+            cfg = DrafterConfig(**raw)
+        except (json.JSONDecodeError, TypeError) as e:
+            raise GumihoError(f"Drafter config {cfg_path!r} is not valid: {e}") from None
+        try:
+            state = load_file(w_path, device="cpu")
+        except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+            raise GumihoError(
+                f"Drafter weights {w_path!r} cannot be read ({e}); the file is probably truncated "
+                f"or corrupt: download or train it again."
+            ) from None
+        model = cls(cfg)
+        if "draft_vocab_ids" in state:
+            model.draft_vocab_ids = state["draft_vocab_ids"].long()
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if missing or unexpected:
+            raise GumihoError(
+                f"Drafter weights {w_path!r} do not match its config: missing {missing[:5]}, "
+                f"unexpected {unexpected[:5]}."
+            )
+        return model.to(device=device, dtype=dtype).eval()
+
+
+def causal_mask(t: int, past: int, device) -> torch.Tensor:
+    """[1,1,t,past+t] bool: position i of the new block sees all of the past and
+    new positions <= i."""
+    m = torch.ones(t, past + t, dtype=torch.bool, device=device)
+    m[:, past:] = torch.tril(m[:, past:])
+    return m[None, None]
+
+
+def count_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())

@@ -1,0 +1,51 @@
+"""What one decoding step produced. Vanilla and speculative decoding emit the same
+event type, so the UI, the metrics and the benchmark treat both the same way."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .tree import DraftTree
+
+
+@dataclass
+class EmittedToken:
+    token: int
+    position: int  # draft position d (1 = first drafted token) of the head that proposed it; 0 = the target's own token
+    head: str  # "serial", "mlp" or "target"
+    draft_prob: Optional[float]  # drafter's probability of this token given its parent; None for target tokens
+
+
+@dataclass
+class RejectedToken:
+    token: int
+    position: int
+    head: str
+    draft_prob: float
+
+
+@dataclass
+class StepEvent:
+    """One target forward (the prefill or a verify) and what it emitted."""
+
+    step: int  # 0 = the prefill
+    emitted: list[EmittedToken]  # accepted drafts then the bonus, cut at EOS / length / context
+    accepted_length: int  # drafted tokens accepted (before any cut); the quantity acceptance is measured on
+    rejected: list[RejectedToken]  # the drafted alternatives at the depth where acceptance stopped
+    drafted: int  # nodes in the draft tree (root excluded)
+    draft_s: float
+    verify_s: float
+    elapsed_s: float  # since the start of generation, at the end of this step
+    tree: Optional[DraftTree] = None  # the full draft tree (for the walkthrough)
+    accepted_nodes: list[int] = field(default_factory=list)  # tree indices of the accepted path
+    target_choices: list[int] = field(default_factory=list)  # the target's token at each depth
+    finished: bool = False
+    finish_reason: Optional[str] = None  # "eos", "length", "context", "stopped"
+
+    @property
+    def tokens(self) -> list[int]:
+        return [e.token for e in self.emitted]
+
+    @property
+    def is_verify(self) -> bool:
+        return self.step > 0

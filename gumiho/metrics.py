@@ -1,0 +1,90 @@
+"""What we compute from steps. The words mean the same everywhere (code, UI, docs):
+
+* tau = new tokens / target forwards. The prefill counts as a forward that produced
+  one token, and every verify forward's bonus token counts, so vanilla decoding has
+  tau = 1 exactly and speculative decoding tau = 1 + mean accepted draft length
+  (before EOS / length cuts).
+* acceptance at position d (unconditional) = share of verify steps whose accepted
+  draft length is >= d.
+* conditional acceptance at position d = acceptance at d / acceptance at d-1: the
+  share of steps that reached position d-1 and also accepted position d.
+* speedup = vanilla wall time / speculative wall time (computed by the benchmark,
+  same prompts, same process).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+
+@dataclass
+class GenerationStats:
+    new_tokens: int = 0
+    target_forwards: int = 0
+    verify_steps: int = 0  # verify forwards that carried a draft
+    wall_s: float = 0.0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    accepted_hist: list[int] = field(default_factory=list)  # accepted_hist[k] = verify steps that accepted exactly k
+
+    @property
+    def tau(self) -> float:
+        return self.new_tokens / self.target_forwards if self.target_forwards else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    def acceptance_by_position(self, depth: int | None = None) -> list[float]:
+        return acceptance_by_position(self.accepted_hist, depth)
+
+    def conditional_acceptance_by_position(self, depth: int | None = None) -> list[float]:
+        return conditional_acceptance(self.acceptance_by_position(depth))
+
+    def merge(self, other: "GenerationStats") -> "GenerationStats":
+        n = max(len(self.accepted_hist), len(other.accepted_hist))
+        hist = [(self.accepted_hist[i] if i < len(self.accepted_hist) else 0)
+                + (other.accepted_hist[i] if i < len(other.accepted_hist) else 0) for i in range(n)]
+        return GenerationStats(self.new_tokens + other.new_tokens, self.target_forwards + other.target_forwards,
+                               self.verify_steps + other.verify_steps, self.wall_s + other.wall_s,
+                               self.draft_s + other.draft_s, self.verify_s + other.verify_s, hist)
+
+
+def acceptance_by_position(accepted_hist: list[int], depth: int | None = None) -> list[float]:
+    """[a_1, ..., a_D] with a_d = P(accepted length >= d) over verify steps."""
+    total = sum(accepted_hist)
+    depth = depth if depth is not None else max(len(accepted_hist) - 1, 0)
+    if total == 0:
+        return [0.0] * depth
+    out = []
+    for d in range(1, depth + 1):
+        out.append(sum(accepted_hist[d:]) / total)
+    return out
+
+
+def conditional_acceptance(unconditional: list[float]) -> list[float]:
+    """a_d / a_{d-1} (a_0 = 1); 0 where no step reached d-1."""
+    out, prev = [], 1.0
+    for a in unconditional:
+        out.append(a / prev if prev > 0 else 0.0)
+        prev = a
+    return out
+
+
+def summarize(steps: Iterable, depth: int = 0) -> GenerationStats:
+    st = GenerationStats(accepted_hist=[0] * (depth + 1))
+    for s in steps:
+        if s.finish_reason == "stopped" and not s.emitted:
+            continue
+        st.new_tokens += len(s.emitted)
+        st.target_forwards += 1
+        st.draft_s += s.draft_s
+        st.verify_s += s.verify_s
+        st.wall_s = max(st.wall_s, s.elapsed_s)
+        if s.step > 0 and s.drafted > 0:
+            st.verify_steps += 1
+            k = s.accepted_length
+            if k >= len(st.accepted_hist):
+                st.accepted_hist.extend([0] * (k + 1 - len(st.accepted_hist)))
+            st.accepted_hist[k] += 1
+    return st

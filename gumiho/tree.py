@@ -1,0 +1,202 @@
+"""The draft tree: what the drafter proposes and the target verifies in one forward.
+
+Node 0 is the root: the last token already emitted but not yet seen by the target.
+Every other node is a drafted token; its parent is the node it continues. A path
+from the root is one candidate continuation. Nodes are stored parents-first, so a
+node's index is always larger than its parent's.
+
+For the verify forward the tree is flattened into a sequence of T = len(tree)
+tokens appended after the target's KV cache of length P:
+
+* position id of node i  = P + depth(i)     (a node sits where it would in its own path)
+* node i may attend to   every cached position, and to node j iff j is i or an
+                         ancestor of i      (it must not see its siblings or cousins)
+
+which makes each node's logits exactly those the target would compute for that
+node's own path, all paths at once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+from .errors import GumihoError
+
+
+@dataclass
+class TreeSettings:
+    """How big a tree to draft. ``total_tokens`` counts drafted nodes (the root is
+    extra); ``depth`` caps the path length; ``top_k`` is the branching of the serial
+    steps; the MLP depths keep the best ``mlp_keep`` paths, each extended by its
+    ``mlp_top_k`` best tokens. ``full_tree`` (the paper's Full Tree Attention idea,
+    made exact here): paths that stop short of the full depth are extended by the MLP
+    heads' top-1 guesses for the remaining positions, which costs no drafting at all,
+    with up to ``full_tree_tokens`` extra nodes."""
+
+    total_tokens: int = 20
+    depth: int = 6
+    top_k: int = 4
+    mlp_top_k: int = 2
+    mlp_keep: int = 6
+    full_tree: bool = True
+    full_tree_tokens: int = 4
+
+    def validate(self):
+        for name in ("total_tokens", "depth", "top_k", "mlp_top_k", "mlp_keep"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise GumihoError(f"Tree setting {name} must be a whole number >= 1, got {v!r}.")
+        if self.total_tokens > 512:
+            raise GumihoError(f"Tree setting total_tokens={self.total_tokens} is too large; use at most 512.")
+        if not isinstance(self.full_tree_tokens, int) or self.full_tree_tokens < 0:
+            raise GumihoError("Tree setting full_tree_tokens must be a whole number >= 0.")
+        return self
+
+    @classmethod
+    def for_device(cls, device) -> "TreeSettings":
+        """Trees sized for the device. A verify forward over k tokens costs little more
+        than over one token on a GPU, but grows quickly on a CPU, so CPU trees are small."""
+        if torch.device(device).type == "cuda":
+            # The paper's evaluation setting.
+            return cls(total_tokens=63, depth=6, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True, full_tree_tokens=8)
+        return cls()
+
+
+@dataclass
+class DraftTree:
+    tokens: list[int]  # token id per node; node 0 is the root
+    parents: list[int]  # parent index per node; -1 for the root
+    depths: list[int]  # 0 for the root
+    probs: list[float]  # drafter's conditional probability of the node given its parent; 1 for the root
+    scores: list[float] = field(default_factory=list)  # cumulative log-probability along the path
+    full_tree: list[bool] = field(default_factory=list)  # node added by the full-tree extension
+
+    def __len__(self):
+        return len(self.tokens)
+
+    @classmethod
+    def root_only(cls, token: int) -> "DraftTree":
+        return cls([token], [-1], [0], [1.0], [0.0], [False])
+
+    def children(self) -> list[list[int]]:
+        """Children of each node, best draft probability first (the order in which
+        the sampling verifier tries them)."""
+        out: list[list[int]] = [[] for _ in self.tokens]
+        for i, p in enumerate(self.parents):
+            if p >= 0:
+                out[p].append(i)
+        for ch in out:
+            ch.sort(key=lambda i: -self.probs[i])
+        return out
+
+    def path_to(self, node: int) -> list[int]:
+        """Node indices from the first drafted node down to ``node`` (root excluded)."""
+        path = []
+        while node > 0:
+            path.append(node)
+            node = self.parents[node]
+        return path[::-1]
+
+    def check(self):
+        for i, p in enumerate(self.parents):
+            if i == 0:
+                if p != -1 or self.depths[0] != 0:
+                    raise GumihoError("Malformed draft tree: node 0 must be the root.")
+            elif not (0 <= p < i) or self.depths[i] != self.depths[p] + 1:
+                raise GumihoError(f"Malformed draft tree at node {i}.")
+        return self
+
+
+def ancestor_matrix(tree: DraftTree, device=None) -> torch.Tensor:
+    """[T, T] bool: entry (i, j) is True iff j is i or an ancestor of i.
+
+    Built row by row: a node sees what its parent sees, plus itself. Parents come
+    first, so each row is final when its children read it."""
+    t = len(tree)
+    m = torch.zeros(t, t, dtype=torch.bool)
+    for i in range(t):
+        p = tree.parents[i]
+        if p >= 0:
+            m[i] = m[p]
+        m[i, i] = True
+    return m.to(device) if device is not None else m
+
+
+def verify_inputs(tree: DraftTree, past_len: int, device, dtype):
+    """Input ids [1,T], position ids [1,T] and the additive 4D attention mask
+    [1,1,T,P+T] (0 where attention is allowed, a large negative value elsewhere) for
+    one target forward over the whole tree after a cache of ``past_len`` tokens."""
+    t = len(tree)
+    ids = torch.tensor([tree.tokens], dtype=torch.long, device=device)
+    pos = torch.tensor([[past_len + d for d in tree.depths]], dtype=torch.long, device=device)
+    allowed = torch.ones(t, past_len + t, dtype=torch.bool, device=device)
+    allowed[:, past_len:] = ancestor_matrix(tree, device)
+    mask = torch.zeros(t, past_len + t, dtype=dtype, device=device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return ids, pos, mask[None, None]
+
+
+def select_nodes(scores: list[float], parents: list[int], budget: int) -> list[int]:
+    """The ``budget`` candidate nodes with the highest cumulative log-probability,
+    closed under ancestors, in index (parents-first) order.
+
+    A child's cumulative log-probability is never above its parent's (log p <= 0),
+    so the best nodes are almost always ancestor-closed already; ties (p == 1 in
+    float) are broken by index, which puts parents first, and any missing ancestor
+    is added explicitly rather than trusted."""
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    chosen: set[int] = set()
+    for i in order:
+        if len(chosen) >= budget:
+            break
+        chain = []
+        j = i
+        while j >= 0 and j not in chosen:
+            chain.append(j)
+            j = parents[j]
+        if len(chosen) + len(chain) > budget:
+            continue
+        chosen.update(chain)
+    return sorted(chosen)
+
+
+def paths_by_leaf(tree: DraftTree) -> list[list[int]]:
+    """Every root-to-leaf path (node indices, root included), for display and tests."""
+    children = tree.children()
+    return [[0] + tree.path_to(i) for i in range(len(tree)) if not children[i]]
+
+
+def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths, cand_probs, cand_scores,
+                         budget: int, extension: Optional[list] = None) -> DraftTree:
+    """Build the DraftTree from a candidate pool. Candidate parents index the pool
+    (-1 = child of the root). ``extension`` optionally lists extra (pool index of a
+    leaf, [(token, prob), ...]) chains appended below chosen leaves (full tree)."""
+    keep = select_nodes(cand_scores, cand_parents, budget)
+    new_index = {old: k + 1 for k, old in enumerate(keep)}
+    tree = DraftTree.root_only(root_token)
+    for old in keep:
+        p = cand_parents[old]
+        tree.tokens.append(int(cand_tokens[old]))
+        tree.parents.append(0 if p < 0 else new_index[p])
+        tree.depths.append(int(cand_depths[old]))
+        tree.probs.append(float(cand_probs[old]))
+        tree.scores.append(float(cand_scores[old]))
+        tree.full_tree.append(False)
+    if extension:
+        for leaf_old, chain in extension:
+            if leaf_old not in new_index:
+                continue
+            parent = new_index[leaf_old]
+            if any(tree.parents[j] == parent for j in range(len(tree))):
+                continue  # not a leaf in the chosen tree
+            for tok, prob in chain:
+                tree.tokens.append(int(tok))
+                tree.parents.append(parent)
+                tree.depths.append(tree.depths[parent] + 1)
+                tree.probs.append(float(prob))
+                tree.scores.append(tree.scores[parent] + float(torch.log(torch.tensor(max(prob, 1e-30)))))
+                tree.full_tree.append(True)
+                parent = len(tree) - 1
+    return tree

@@ -1,0 +1,124 @@
+"""Tiny random-weight targets and scripted drafters for fast, exact engine tests."""
+from __future__ import annotations
+
+import random
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from gumiho.drafter import DrafterConfig
+from gumiho.models import prepare_target
+from gumiho.tree import DraftTree
+
+
+def tiny_target(family: str = "llama", vocab: int = 96, hidden: int = 32, layers: int = 2, heads: int = 4,
+                kv_heads: int = 2, seed: int = 0, eos: int = 1, ctx: int = 512, init: float = 0.2):
+    torch.manual_seed(seed)
+    common = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+                  num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=ctx,
+                  eos_token_id=eos, bos_token_id=0, pad_token_id=0, initializer_range=init,
+                  tie_word_embeddings=False)
+    if family == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**common))
+    elif family == "qwen2":
+        model = Qwen2ForCausalLM(Qwen2Config(**common, use_sliding_window=False))
+    else:
+        raise ValueError(family)
+    model.generation_config.eos_token_id = eos
+    return prepare_target(model.eval(), None, f"tiny-{family}")
+
+
+class OracleDrafter:
+    """A drafter that knows the target's own greedy continuation and proposes it,
+    with some positions corrupted and decoy siblings added, so that long accepted
+    paths, partial acceptance, EOS inside an accepted draft and the length limit
+    are all exercised. It only sees what a real drafter sees (extend/propose)."""
+
+    def __init__(self, reference: list[int], vocab: int, corrupt: float = 0.2, siblings: int = 1,
+                 seed: int = 0, kind: str = "gumiho"):
+        self.reference = reference  # prompt + continuation, token ids
+        self.vocab = vocab
+        self.corrupt = corrupt
+        self.siblings = siblings
+        self.rng = random.Random(seed)
+        self.cfg = DrafterConfig(hidden_size=8, vocab_size=vocab, kind=kind, num_attention_heads=1,
+                                 num_key_value_heads=1)
+
+    def new_session(self):
+        return _OracleSession(self)
+
+
+class _OracleSession:
+    def __init__(self, oracle: OracleDrafter):
+        self.o = oracle
+        self.seen = [oracle.reference[0]]
+
+    def extend(self, hidden, next_ids):
+        assert hidden.shape[0] == next_ids.shape[0]
+        self.seen += [int(t) for t in next_ids]
+
+    def propose(self, root_token, settings, max_depth=None):
+        o, rng = self.o, self.o.rng
+        assert self.seen[-1] == root_token
+        depth = min(settings.depth, o.cfg.max_depth, max_depth or 10**9)
+        depth = rng.randint(1, depth)
+        start = len(self.seen)
+        truth = o.reference[start:start + depth]
+        tree = DraftTree.root_only(root_token)
+        parent = 0
+        for d, tok in enumerate(truth, start=1):
+            if rng.random() < o.corrupt:
+                tok = (tok + rng.randint(1, o.vocab - 1)) % o.vocab
+            decoys = [rng.randrange(o.vocab) for _ in range(o.siblings)]
+            # Put the main chain first or after the decoys, so either child order is tested.
+            order = [tok] + decoys if rng.random() < 0.5 else decoys + [tok]
+            main = None
+            used = set()
+            for t in order:
+                if t in used:
+                    continue
+                used.add(t)
+                tree.tokens.append(t)
+                tree.parents.append(parent)
+                tree.depths.append(d)
+                tree.probs.append(0.9 if t == tok else 0.05)
+                tree.scores.append(0.0)
+                tree.full_tree.append(False)
+                if t == tok:
+                    main = len(tree) - 1
+            parent = main
+        return tree.check()
+
+
+class FixedTreeDrafter:
+    """Proposes the same token tree shape every step (for the sampling test):
+    ``branches`` maps a depth to the tokens proposed below each node of the previous depth."""
+
+    def __init__(self, vocab: int, branches: list[list[int]]):
+        self.branches = branches
+        self.cfg = DrafterConfig(hidden_size=8, vocab_size=vocab, num_attention_heads=1, num_key_value_heads=1)
+
+    def new_session(self):
+        return self
+
+    def extend(self, hidden, next_ids):
+        pass
+
+    def propose(self, root_token, settings, max_depth=None):
+        tree = DraftTree.root_only(root_token)
+        frontier = [0]
+        for d, toks in enumerate(self.branches, start=1):
+            if max_depth is not None and d > max_depth:
+                break
+            nxt = []
+            for p in frontier:
+                for t in toks:
+                    tree.tokens.append(t)
+                    tree.parents.append(p)
+                    tree.depths.append(d)
+                    tree.probs.append(1.0 / len(toks))
+                    tree.scores.append(0.0)
+                    tree.full_tree.append(False)
+                    nxt.append(len(tree) - 1)
+            frontier = nxt
+        return tree

@@ -381,7 +381,14 @@ class Drafter(nn.Module):
         model = cls(cfg)
         if "draft_vocab_ids" in state:
             model.draft_vocab_ids = state["draft_vocab_ids"].long()
-        missing, unexpected = model.load_state_dict(state, strict=False)
+        try:
+            missing, unexpected = model.load_state_dict(state, strict=False)
+        except RuntimeError as e:  # tensor shapes differ from what config.json describes
+            detail = next((ln.strip() for ln in str(e).splitlines() if "size mismatch" in ln), str(e).splitlines()[0])
+            raise GumihoError(
+                f"Drafter weights {w_path!r} do not match its config.json ({detail}); keep the config.json "
+                f"saved with these weights."
+            ) from None
         if missing or unexpected:
             raise GumihoError(
                 f"Drafter weights {w_path!r} do not match its config: missing {missing[:5]}, "

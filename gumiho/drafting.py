@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from .drafter import Drafter, causal_mask
-from .tree import DraftTree, TreeSettings, tree_from_candidates
+from .tree import DraftTree, TreeSettings, select_nodes, tree_from_candidates
 
 
 class DraftSession:
@@ -73,12 +73,14 @@ class DraftSession:
         c_prob: list[float] = []
         c_score: list[float] = []
 
-        def add(tok, par, dep, logp, score):
-            c_tok.append(int(tok))
-            c_par.append(int(par))
+        # Candidates arrive as Python numbers: each top-k result is read off the device
+        # once (.tolist()), never element by element (one sync per element on a GPU).
+        def add(tok, par, dep, prob, score):
+            c_tok.append(tok)
+            c_par.append(par)
             c_dep.append(dep)
-            c_prob.append(float(torch.exp(logp)))
-            c_score.append(float(score))
+            c_prob.append(prob)
+            c_score.append(score)
             return len(c_tok) - 1
 
         S = min(cfg.serial_positions, depth_cap)
@@ -87,8 +89,8 @@ class DraftSession:
             logp = F.log_softmax(d.draft_logits(self.last_out).float(), -1)
             top = torch.topk(logp, min(settings.top_k, logp.numel()))
             beam = []
-            for lp, ix in zip(top.values, top.indices):
-                beam.append({"idx": add(vocab[ix], -1, 1, lp, lp), "parent_out": self.last_out,
+            for lp, pr, tok in zip(top.values.tolist(), torch.exp(top.values).tolist(), vocab[top.indices].tolist()):
+                beam.append({"idx": add(tok, -1, 1, pr, lp), "parent_out": self.last_out,
                              "u_parent": self.last_input, "anc_rows": []})
             # Tree part of the drafter's KV: per layer, k/v of every node run so far.
             tree_kv = None
@@ -124,12 +126,13 @@ class DraftSession:
                 base = torch.tensor([c_score[b["idx"]] for b in beam], device=dev)
                 cum = (top.values + base[:, None]).flatten()
                 order = torch.argsort(cum, descending=True)
+                tok_l, prob_l, cum_l = vocab[top.indices].tolist(), torch.exp(top.values).tolist(), cum.tolist()
                 new_beam = []
                 kk = top.values.shape[1]
                 for rank, flat in enumerate(order.tolist()):
                     bi, ki = divmod(flat, kk)
                     parent = beam[bi]
-                    idx = add(vocab[top.indices[bi, ki]], parent["idx"], depth, top.values[bi, ki], cum[flat])
+                    idx = add(tok_l[bi][ki], parent["idx"], depth, prob_l[bi][ki], cum_l[flat])
                     if rank < settings.top_k:
                         new_beam.append({"idx": idx, "parent_out": out[0, bi], "u_parent": parent["u"],
                                          "anc_rows": parent["anc_rows"] + [parent["row"]]})
@@ -154,6 +157,7 @@ class DraftSession:
             logp_all = F.log_softmax(d.draft_logits(head_out).float(), -1)  # [R, n_mlp, V']
             k = min(settings.mlp_top_k, logp_all.shape[-1])
             top_v, top_i = torch.topk(logp_all, k, dim=-1)  # [R, n_mlp, k]
+            top_lp, top_p, top_tok = top_v.tolist(), torch.exp(top_v).tolist(), vocab[top_i].tolist()
             # MLP beam entries: (pool index, serial root r)
             mbeam = [(idx, r) for r, (idx, _) in enumerate(mlp_roots)]
             for j in range(n_mlp):
@@ -162,15 +166,15 @@ class DraftSession:
                 for pidx, r in mbeam:
                     base = 0.0 if pidx < 0 else c_score[pidx]
                     for q in range(k):
-                        cands.append((base + float(top_v[r, j, q]), pidx, r, q))
+                        cands.append((base + top_lp[r][j][q], pidx, r, q))
                 cands.sort(key=lambda c: -c[0])
                 mbeam = []
                 for rank, (score, pidx, r, q) in enumerate(cands):
-                    idx = add(vocab[top_i[r, j, q]], pidx, depth, top_v[r, j, q], score)
+                    idx = add(top_tok[r][j][q], pidx, depth, top_p[r][j][q], score)
                     if rank < settings.mlp_keep:
                         mbeam.append((idx, r))
             if settings.full_tree and settings.full_tree_tokens > 0:
-                extension = self._full_tree_chains(c_par, c_dep, c_score, mlp_roots, top_i, top_v, vocab, S, n_mlp)
+                extension = self._full_tree_chains(c_par, c_dep, c_score, mlp_roots, top_tok, top_p, S, n_mlp)
 
         budget = settings.total_tokens
         tree = tree_from_candidates(root_token, c_tok, c_par, c_dep, c_prob, c_score, budget)
@@ -180,28 +184,26 @@ class DraftSession:
         return tree
 
     @staticmethod
-    def _full_tree_chains(c_par, c_dep, c_score, mlp_roots, top_i, top_v, vocab, S, n_mlp):
+    def _full_tree_chains(c_par, c_dep, c_score, mlp_roots, top_tok, top_p, S, n_mlp):
         """For every pool node at depth >= S that descends from an MLP root, the chain
         of the heads' top-1 tokens for the depths below it: a continuation that costs
-        no drafting, because the heads already produced those distributions."""
+        no drafting, because the heads already produced those distributions.
+        ``top_tok``/``top_p`` [R][n_mlp][k]: the heads' top tokens and probabilities."""
         root_of = {idx: r for r, (idx, _) in enumerate(mlp_roots)}
+        # MLP root of every pool node (parents precede children in the pool).
+        node_root = [None] * len(c_par)
+        for i, p in enumerate(c_par):
+            node_root[i] = root_of[i] if i in root_of else (node_root[p] if p >= 0 else None)
         chains = []
         for i in range(len(c_par)):
             if c_dep[i] < S or c_dep[i] >= S + n_mlp:
                 continue
-            j, r = i, None
-            while j >= 0:
-                if j in root_of:
-                    r = root_of[j]
-                    break
-                j = c_par[j]
+            r = node_root[i]
             if r is None and -1 in root_of and S == 0:
                 r = root_of[-1]
             if r is None:
                 continue
-            chain = []
-            for jj in range(c_dep[i] - S, n_mlp):
-                chain.append((int(vocab[top_i[r, jj, 0]]), float(torch.exp(top_v[r, jj, 0]))))
+            chain = [(top_tok[r][jj][0], top_p[r][jj][0]) for jj in range(c_dep[i] - S, n_mlp)]
             chains.append((c_score[i], i, chain))
         chains.sort(key=lambda c: -c[0])
         return [(i, chain) for _, i, chain in chains]
@@ -210,11 +212,17 @@ class DraftSession:
     def _extend_leaves(tree, root_token, c_tok, c_par, c_dep, c_prob, c_score, budget, chains, extra):
         """Re-build the tree with full-tree chains under its best short leaves, adding
         at most ``extra`` nodes."""
+        # Only chains below leaves of the base tree can be added: skip the others here,
+        # or they use up the extra budget and nothing gets added.
+        base = set(select_nodes(c_score, c_par, budget))
+        inner = {c_par[i] for i in base}
         chosen = []
         used = 0
         for leaf, chain in chains:
             if used >= extra:
                 break
+            if leaf not in base or leaf in inner:
+                continue
             chain = chain[: extra - used]
             chosen.append((leaf, chain))
             used += len(chain)

@@ -109,6 +109,14 @@ class Target:
         as one user turn; a list of {"role", "content"} messages as a conversation."""
         if prompt is None or (isinstance(prompt, str) and not prompt.strip()):
             raise GumihoError("The prompt is empty: type some text to start from.")
+        if isinstance(prompt, list):
+            if not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                       for m in prompt):
+                raise GumihoError("Chat messages must be a list of {'role': ..., 'content': ...} with text content.")
+            if not any(m["content"].strip() for m in prompt):
+                raise GumihoError("The prompt is empty: the conversation has no text; type some text to start from.")
+        elif not isinstance(prompt, str):
+            raise GumihoError(f"The prompt must be text or a list of chat messages, got {type(prompt).__name__}.")
         tok = self.tokenizer
         if isinstance(prompt, list):
             messages = prompt
@@ -142,17 +150,27 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
             model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=dt)
             label = DEFAULT_TARGET_LABEL
         else:
-            if os.path.sep in name and not os.path.exists(name):
-                raise GumihoError(f"Model path {name!r} does not exist.")
+            # A hub id is "name" or "org/name"; only something shaped like a file path
+            # (absolute, ./ ../ ~, or more than one "/") is reported as a missing folder.
+            looks_like_path = (os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1
+                               or (os.path.sep != "/" and os.path.sep in name))
+            if looks_like_path and not os.path.exists(os.path.expanduser(name)):
+                raise GumihoError(f"Model path {name!r} does not exist; give an existing folder with "
+                                  f"config.json and weights, or a hub id like 'org/name'.")
+            name = os.path.expanduser(name) if looks_like_path else name
             tok = AutoTokenizer.from_pretrained(name)
             model = AutoModelForCausalLM.from_pretrained(name, dtype=dt)
             label = name
     except GumihoError:
         raise
     except (OSError, ValueError, EnvironmentError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else type(e).__name__
+        from huggingface_hub import constants as hub_constants
+
+        offline = " Offline mode is on (HF_HUB_OFFLINE), so only models already downloaded can load." \
+            if getattr(hub_constants, "HF_HUB_OFFLINE", False) else ""
         raise GumihoError(
-            f"Could not load model {name!r}: {first}. Give a local folder with config.json and weights, "
+            f"Could not load model {name!r}: {first}.{offline} Give a local folder with config.json and weights, "
             f"or a hub id while online (HF_HUB_OFFLINE must not be set); leave it empty for the default."
         ) from None
     model.to(dev).eval()
@@ -180,13 +198,42 @@ def prepare_target(model, tokenizer, name: str, device=None, dtype=None) -> Targ
 
 
 def load_drafter(path: str, target: Target):
-    """A drafter folder (config.json + model.safetensors) attached to ``target``.
-    Refuses a drafter made for another model."""
+    """A drafter folder (config.json + model.safetensors) attached to ``target``, or
+    an official Gumiho checkpoint (hub id, or a folder or file with pytorch_model.bin;
+    see gumiho.official). Refuses a drafter made for another model."""
     from .drafter import Drafter
+    from .official import is_official_source, load_official
 
+    if not isinstance(path, str) or not path.strip():
+        raise GumihoError("No drafter path given: pass a drafter folder (config.json + model.safetensors), an "
+                          "official Gumiho checkpoint, or train one with `python -m gumiho.train`.")
+    if _engine_weights_without_config(path):
+        raise GumihoError(
+            f"Drafter folder {path!r} has model.safetensors but no config.json; put the config.json "
+            f"saved with these weights next to them (or save the drafter again)."
+        )
+    if is_official_source(path):
+        return load_official(path, target)
     drafter = Drafter.load(path, device=target.device, dtype=target.dtype if target.device.type == "cuda" else torch.float32)
     drafter.attach_target(target.model)
     return drafter
+
+
+def _engine_weights_without_config(path) -> bool:
+    """A folder holding this engine's drafter weights (they carry ``draft_vocab_ids``)
+    whose config.json is missing: not an official checkpoint, just incomplete."""
+    if not isinstance(path, str) or not os.path.isdir(path) or os.path.exists(os.path.join(path, "config.json")):
+        return False
+    weights = os.path.join(path, "model.safetensors")
+    if not os.path.isfile(weights):
+        return False
+    try:
+        from safetensors import safe_open
+
+        with safe_open(weights, framework="pt") as f:
+            return "draft_vocab_ids" in f.keys()
+    except Exception:  # unreadable: let the loaders report it
+        return False
 
 
 def shipped_drafter_path(kind: str = "gumiho") -> Optional[str]:

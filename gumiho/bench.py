@@ -1,0 +1,581 @@
+"""The benchmark: vanilla and speculative decoding on the same prompts, in one process.
+
+    python -m gumiho.bench --prompts mt_bench.jsonl --limit 10 --max-new-tokens 64
+
+For every prompt the methods run one after the other (vanilla first, then each
+speculative method), so whatever else the machine is doing slows all of them alike.
+A warm-up on the first prompts comes first and is not counted. The table and the
+JSON use the metric words of :mod:`gumiho.metrics`; ``speedup_vs_vanilla`` is
+vanilla's total wall time over the method's, and ``lossless`` counts, at
+temperature 0, the (prompt, speculative method) pairs whose tokens equal vanilla's.
+
+The core, :func:`run_benchmark`, takes loaded models and is what the tests call;
+:func:`main` parses the command line, loads models and prompt files, and prints.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Optional, Sequence, Union
+
+import torch
+
+from .decode import GenerationSettings, stream
+from .errors import GumihoError
+from .metrics import GenerationStats, summarize
+from .models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, Target, load_drafter, load_target, shipped_drafter_path
+from .tree import TreeSettings
+
+SPECULATIVE_METHODS = ("gumiho", "serial", "parallel")
+METHODS = ("vanilla",) + SPECULATIVE_METHODS
+TABLE_POSITIONS = 7  # acceptance columns shown in the table (all three drafter kinds reach 7)
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROMPT_FORMAT = '{"question_id": ..., "category": "...", "turns": ["first user message", ...]}'
+
+
+# ----------------------------------------------------------------------------- prompts
+
+
+@dataclass
+class Prompt:
+    """One benchmark prompt: ``text`` goes through the target's chat template;
+    ``ids``, when given, are used as they are (tests with tokenizer-less targets)."""
+
+    question_id: object = None
+    category: str = ""
+    text: str = ""
+    ids: Optional[list[int]] = None
+
+
+def load_prompts(path: str, limit: Optional[int] = None) -> list[Prompt]:
+    """Read a JSONL prompt file (one ``{"question_id", "category", "turns"}`` object a
+    line; the first turn is the prompt). Blank lines are skipped. Every problem raises
+    GumihoError naming the file, the line and what a valid line looks like."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise GumihoError(f"--limit must be a whole number >= 1, got {limit!r}.")
+    if not path or not os.path.exists(path):
+        raise GumihoError(f"Prompt file {path!r} does not exist; give a .jsonl file with one object a line: "
+                          f"{PROMPT_FORMAT}.")
+    if os.path.isdir(path):
+        raise GumihoError(f"Prompt file {path!r} is a folder; give a .jsonl file inside it.")
+    prompts: list[Prompt] = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except UnicodeDecodeError as e:
+        raise GumihoError(f"Prompt file {path!r} is not UTF-8 text ({e.reason}); save it as UTF-8 JSONL.") from None
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {n}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise GumihoError(f"{where}: not valid JSON ({e.msg} at column {e.colno}); each line must be one "
+                              f"object like {PROMPT_FORMAT}.") from None
+        if not isinstance(obj, dict):
+            raise GumihoError(f"{where}: expected a JSON object like {PROMPT_FORMAT}, got {type(obj).__name__}.")
+        turns = obj.get("turns")
+        if not isinstance(turns, list) or not turns:
+            raise GumihoError(f'{where}: "turns" must be a non-empty list of strings (the first turn is the prompt).')
+        first = turns[0]
+        if not isinstance(first, str) or not first.strip():
+            raise GumihoError(f'{where}: the first turn must be a non-empty string, got {first!r}.')
+        prompts.append(Prompt(question_id=obj.get("question_id", n), category=str(obj.get("category", "")),
+                              text=first))
+        if limit is not None and len(prompts) >= limit:
+            break
+    if not prompts:
+        raise GumihoError(f"Prompt file {path!r} has no prompts; add lines like {PROMPT_FORMAT}.")
+    return prompts
+
+
+# ----------------------------------------------------------------------------- core
+
+
+@dataclass
+class BenchSettings:
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0  # sampling top-k (0 = off); not the tree's top-k
+    seed: int = 0
+    warmup: int = 1  # prompts run (and discarded) before measuring
+    warmup_tokens: int = 16  # max_new_tokens of a warm-up run
+    tree: Optional[TreeSettings] = None  # None: sized for the device
+    progress: bool = True
+
+    def validate(self) -> "BenchSettings":
+        GenerationSettings(self.max_new_tokens, self.temperature, self.top_p, self.top_k, self.seed,
+                           self.tree).validate()
+        for name in ("warmup", "warmup_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise GumihoError(f"{name} must be a whole number >= 0, got {v!r}.")
+        return self
+
+
+@dataclass
+class _Run:
+    tokens: list[int]
+    stats: GenerationStats
+    finish_reason: Optional[str]
+
+
+@dataclass
+class _MethodTotals:
+    stats: GenerationStats = field(default_factory=GenerationStats)
+    runs: int = 0
+
+
+def _prompt_ids(target: Target, p: Union[Prompt, str, Sequence[int]]) -> list[int]:
+    if isinstance(p, Prompt):
+        return list(p.ids) if p.ids is not None else target.encode(p.text)
+    if isinstance(p, str):
+        return target.encode(p)
+    return [int(t) for t in p]
+
+
+def _as_prompt(p, i: int) -> Prompt:
+    if isinstance(p, Prompt):
+        return p
+    if isinstance(p, str):
+        return Prompt(question_id=i, text=p)
+    return Prompt(question_id=i, ids=[int(t) for t in p])
+
+
+def _depth(drafter) -> int:
+    return drafter.cfg.max_depth if drafter is not None else 0
+
+
+def _run_one(target: Target, ids: list[int], drafter, gen: GenerationSettings) -> _Run:
+    t0 = time.perf_counter()
+    steps = list(stream(target, ids, drafter, gen))
+    wall = time.perf_counter() - t0
+    st = summarize(steps, _depth(drafter))
+    # The whole call as the caller waits for it (drafter set-up included).
+    st.wall_s = wall
+    tokens = [t for s in steps for t in s.tokens]
+    return _Run(tokens, st, steps[-1].finish_reason if steps else None)
+
+
+def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: Optional[BenchSettings] = None,
+                  log=None) -> dict:
+    """Run every method on every prompt, interleaved per prompt, after a warm-up.
+
+    ``drafters`` maps a method name to a drafter, with ``None`` for vanilla
+    (e.g. ``{"vanilla": None, "gumiho": d}``); names run in the dict's order, and
+    vanilla, when present, always runs first on each prompt. ``prompts`` holds
+    :class:`Prompt` objects, strings (chat-templated) or lists of token ids.
+    Returns the benchmark record (see the module docstring); ``main`` adds the
+    model/drafter labels it knows about."""
+    settings = (settings or BenchSettings()).validate()
+    if not drafters:
+        raise GumihoError("No methods to run; use e.g. --methods vanilla,gumiho.")
+    prompts = [_as_prompt(p, i) for i, p in enumerate(prompts)]
+    if not prompts:
+        raise GumihoError("No prompts to run.")
+    log = log or (lambda msg: None)
+    names = list(drafters)
+    if "vanilla" in names:
+        names.remove("vanilla")
+        names.insert(0, "vanilla")
+    spec_names = [n for n in names if drafters[n] is not None]
+    tree = (settings.tree or TreeSettings.for_device(target.device)).validate()
+
+    def gen_settings(i: int, max_new: int) -> GenerationSettings:
+        # The same seed for every method on a prompt (sampling runs are then comparable).
+        return GenerationSettings(max_new_tokens=max_new, temperature=settings.temperature, top_p=settings.top_p,
+                                  top_k=settings.top_k, seed=settings.seed + i, tree=tree)
+
+    encoded = []
+    ctx = target.context_length
+    for p in prompts:
+        try:
+            ids = _prompt_ids(target, p)
+        except GumihoError as e:
+            raise GumihoError(f"Prompt {p.question_id}: {e}") from None
+        if len(ids) >= ctx:
+            raise GumihoError(f"Prompt {p.question_id} is {len(ids)} tokens long but {target.name} reads at most "
+                              f"{ctx} tokens (including the answer); drop it from the prompt file or shorten it.")
+        encoded.append(ids)
+
+    # Warm-up: the first prompts through every method, not counted.
+    n_warm = min(settings.warmup, len(prompts))
+    if n_warm and settings.warmup_tokens:
+        log(f"warming up on {n_warm} prompt(s)")
+        for i in range(n_warm):
+            for name in names:
+                _run_one(target, encoded[i], drafters[name],
+                         gen_settings(i, min(settings.warmup_tokens, settings.max_new_tokens)))
+
+    totals = {name: _MethodTotals() for name in names}
+    per_prompt = []
+    checked = identical = 0
+    mismatches = []
+    greedy = settings.temperature == 0
+    bar = _progress(len(prompts), settings.progress)
+    try:
+        for i, (p, ids) in enumerate(zip(prompts, encoded)):
+            row = {"question_id": p.question_id, "category": p.category, "prompt_tokens": len(ids), "methods": {}}
+            runs = {}
+            for name in names:
+                try:
+                    run = _run_one(target, ids, drafters[name], gen_settings(i, settings.max_new_tokens))
+                except GumihoError as e:
+                    raise GumihoError(f"Prompt {p.question_id}, method {name}: {e}") from None
+                runs[name] = run
+                t = totals[name]
+                t.stats = t.stats.merge(run.stats)
+                t.runs += 1
+                row["methods"][name] = {"new_tokens": run.stats.new_tokens, "wall_s": round(run.stats.wall_s, 4),
+                                        "target_forwards": run.stats.target_forwards,
+                                        "finish_reason": run.finish_reason}
+            if greedy and "vanilla" in runs:
+                ref = runs["vanilla"].tokens
+                for name in spec_names:
+                    same = runs[name].tokens == ref
+                    checked += 1
+                    identical += same
+                    row["methods"][name]["identical"] = same
+                    if not same:
+                        first = next((k for k, (a, b) in enumerate(zip(ref, runs[name].tokens)) if a != b),
+                                     min(len(ref), len(runs[name].tokens)))
+                        mismatches.append({"question_id": p.question_id, "method": name, "first_difference": first})
+            per_prompt.append(row)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    van = totals.get("vanilla")
+    methods = {}
+    for name in names:
+        st = totals[name].stats
+        depth = max(_depth(drafters[name]), TABLE_POSITIONS) if drafters[name] is not None else 0
+        methods[name] = {
+            "new_tokens": st.new_tokens,
+            "wall_s": round(st.wall_s, 4),
+            "tokens_per_s": round(st.tokens_per_s, 3),
+            "target_forwards": st.target_forwards,
+            "tau": round(st.tau, 4),
+            "acceptance_by_position": [round(a, 4) for a in st.acceptance_by_position(depth)],
+            "conditional_acceptance_by_position": [round(a, 4) for a in st.conditional_acceptance_by_position(depth)],
+            "speedup_vs_vanilla": (round(van.stats.wall_s / st.wall_s, 4)
+                                   if van is not None and st.wall_s > 0 else None),
+            # Extra keys (not part of the fixed contract above).
+            "verify_steps": st.verify_steps,
+            "draft_s": round(st.draft_s, 4),
+            "verify_s": round(st.verify_s, 4),
+            "tree": asdict(tree) if drafters[name] is not None else None,
+            "drafter_kind": getattr(getattr(drafters[name], "cfg", None), "kind", None),
+        }
+    return {
+        "model": target.name,
+        "drafter": None,
+        "device": str(target.device),
+        "temperature": settings.temperature,
+        "max_new_tokens": settings.max_new_tokens,
+        "prompts": len(prompts),
+        "methods": methods,
+        "lossless": {"checked": checked, "identical": identical},
+        # Extra keys.
+        "lossless_mismatches": mismatches,
+        "top_p": settings.top_p,
+        "top_k": settings.top_k,
+        "seed": settings.seed,
+        "warmup_prompts": n_warm,
+        "torch_threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+        "dtype": str(target.dtype).replace("torch.", ""),
+        "per_prompt": per_prompt,
+        "warnings": [],
+    }
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="prompts", unit="prompt", file=sys.stderr, dynamic_ncols=True)
+
+
+# ----------------------------------------------------------------------------- table
+
+
+def format_table(record: dict) -> str:
+    """A plain-text table of the record's methods."""
+    head = ["method", "new tok", "wall s", "tok/s", "fwd", "tau"]
+    head += [f"a{d}" for d in range(1, TABLE_POSITIONS + 1)] + ["speedup"]
+    rows = [head]
+    for name, m in record["methods"].items():
+        acc = list(m["acceptance_by_position"][:TABLE_POSITIONS])
+        acc_cells = [f"{a:.2f}" for a in acc] + ["-"] * (TABLE_POSITIONS - len(acc))
+        sp = m["speedup_vs_vanilla"]
+        rows.append([name, str(m["new_tokens"]), f"{m['wall_s']:.2f}", f"{m['tokens_per_s']:.1f}",
+                     str(m["target_forwards"]), f"{m['tau']:.2f}"] + acc_cells
+                    + ["-" if sp is None else f"{sp:.2f}x"])
+    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
+    lines = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    ll = record["lossless"]
+    notes = [f"a1..a{TABLE_POSITIONS}: acceptance by position (share of verify steps with accepted draft "
+             f"length >= d); tau = new tokens / target forwards; speedup = vanilla wall / method wall."]
+    if record["temperature"] == 0:
+        verdict = "OK" if ll["identical"] == ll["checked"] else "MISMATCH"
+        notes.append(f"lossless (greedy): {ll['identical']}/{ll['checked']} speculative runs identical to vanilla "
+                     f"[{verdict}]")
+    else:
+        notes.append("lossless: not checked token for token at temperature > 0 (sampling).")
+    return "\n".join(lines + [""] + notes)
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def registry_lookup(name: Optional[str]) -> Optional[dict]:
+    """A named target/drafter pair from ``gumiho.registry`` (e.g. ``smollm2-135m-gumiho``,
+    ``amd/Gumiho-llama3-8b``): ``{"model", "drafters": {method: path or id}, "tree"}``,
+    or None when ``name`` is not a pair's name (it is then a hub id or a path)."""
+    if not name:
+        return None
+    try:
+        from . import registry  # noqa: F401  (optional module)
+    except ImportError:
+        return None
+    lookup = getattr(registry, "lookup", None)
+    return lookup(name) if callable(lookup) else None
+
+
+def _is_default_target(name: Optional[str]) -> bool:
+    return name is None or name.strip().lower() in (DEFAULT_TARGET, DEFAULT_TARGET_LABEL.lower(), "default")
+
+
+def _label(path: str) -> str:
+    """A drafter path as recorded in the JSON: relative to the repository when inside it."""
+    full = os.path.abspath(path)
+    return os.path.relpath(full, REPO_ROOT) if full.startswith(REPO_ROOT + os.sep) else path
+
+
+def _random_drafter(target: Target, kind: str, seed: int):
+    from .drafter import Drafter, DrafterConfig
+
+    torch.manual_seed(seed)
+    d = Drafter(DrafterConfig.for_target(target.config, kind))
+    dtype = target.dtype if target.device.type == "cuda" else torch.float32
+    return d.to(device=target.device, dtype=dtype).eval().attach_target(target.model)
+
+
+def resolve_drafters(target: Target, methods: list[str], paths: dict, default_target: bool, seed: int,
+                     warn) -> tuple[dict, dict]:
+    """Drafters for the methods: an explicit path, else the shipped drafter of that
+    kind (default target only), else random weights with a loud warning. Returns
+    ({method: drafter or None}, {method: label})."""
+    drafters, labels = {}, {}
+    for name in methods:
+        if name == "vanilla":
+            drafters[name], labels[name] = None, None
+            continue
+        path = paths.get(name)
+        if path:
+            drafters[name] = load_drafter(path, target)
+            labels[name] = _label(path)
+            continue
+        shipped = shipped_drafter_path(name) if default_target else None
+        if shipped:
+            drafters[name] = load_drafter(shipped, target)
+            labels[name] = _label(shipped)
+            continue
+        why = (f"no trained {name} drafter is shipped (expected assets/drafters/smollm2-135m-{name})"
+               if default_target else f"no {name} drafter was given for {target.name} (shipped drafters fit only "
+                                      f"the default {DEFAULT_TARGET_LABEL})")
+        warn(f"{why}; using a RANDOM-WEIGHT {name} drafter. It accepts almost nothing: its speed numbers say "
+             f"nothing about Gumiho. Pass --drafter PATH (or train one with `python -m gumiho.train`).")
+        drafters[name] = _random_drafter(target, name, seed)
+        labels[name] = f"random-weights ({name})"
+    return drafters, labels
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {v}")
+    return v
+
+
+def _nonneg_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {v}")
+    return v
+
+
+def _number(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+    if math.isnan(v) or math.isinf(v):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {s!r}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m gumiho.bench",
+        description="Benchmark vanilla vs speculative decoding (Gumiho and its all-serial / all-parallel "
+                    "ablations) on the same prompts in one process, interleaved per prompt.")
+    p.add_argument("--prompts", required=True, metavar="FILE.jsonl",
+                   help='prompt file, one {"question_id", "category", "turns": [...]} object a line; '
+                        "the first turn is the prompt")
+    p.add_argument("--limit", type=_positive_int, help="use the first N prompts")
+    p.add_argument("--max-new-tokens", type=_positive_int, default=128, help="per prompt (default 128)")
+    p.add_argument("--temperature", type=_number, default=0.0, help="0 = greedy (default), > 0 = sampling")
+    p.add_argument("--top-p", type=_number, default=1.0, help="sampling top-p (default 1 = off)")
+    p.add_argument("--sample-top-k", type=_nonneg_int, default=0, help="sampling top-k (default 0 = off)")
+    p.add_argument("--methods", default="vanilla,gumiho",
+                   help=f"comma-separated, from {','.join(METHODS)} (default vanilla,gumiho)")
+    p.add_argument("--model", default=None, metavar="ID_OR_PATH",
+                   help=f"target: hub id, local folder or registry name (default: embedded {DEFAULT_TARGET_LABEL})")
+    p.add_argument("--drafter", default=None, metavar="PATH",
+                   help="drafter folder for the gumiho method (default: the shipped one)")
+    p.add_argument("--serial-drafter", default=None, metavar="PATH", help="drafter folder for the serial method")
+    p.add_argument("--parallel-drafter", default=None, metavar="PATH", help="drafter folder for the parallel method")
+    p.add_argument("--out", default=None, metavar="FILE.json", help="write the results as JSON")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+    p.add_argument("--dtype", default="auto", help="auto (default: fp32 on CPU, fp16 on CUDA), fp32, fp16, bf16")
+    p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)")
+    g = p.add_argument_group("draft tree (default: sized for the device)")
+    g.add_argument("--total-tokens", type=_positive_int, help="drafted nodes per step")
+    g.add_argument("--depth", type=_positive_int, help="longest draft path")
+    g.add_argument("--top-k", type=_positive_int, help="branching at the serial depths")
+    g.add_argument("--mlp-top-k", type=_positive_int, help="tokens per MLP head and path")
+    g.add_argument("--mlp-keep", type=_positive_int, help="paths kept at each MLP depth")
+    g.add_argument("--full-tree-tokens", type=_nonneg_int, help="extra nodes of the full-tree extension")
+    g.add_argument("--no-full-tree", action="store_true", help="turn the full-tree extension off")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (per prompt: seed + index) and random drafters")
+    p.add_argument("--warmup", type=_nonneg_int, default=1, help="prompts run first and not counted (default 1)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def parse_methods(text: str) -> list[str]:
+    names = [m.strip().lower() for m in (text or "").split(",") if m.strip()]
+    if not names:
+        raise GumihoError(f"--methods is empty; use a comma-separated list from {', '.join(METHODS)}.")
+    unknown = [m for m in names if m not in METHODS]
+    if unknown:
+        raise GumihoError(f"Unknown method(s) {', '.join(unknown)}; use a comma-separated list from "
+                          f"{', '.join(METHODS)}.")
+    out = []
+    for m in names:
+        if m not in out:
+            out.append(m)
+    return out
+
+
+def tree_from_args(args, device, base: Optional[TreeSettings] = None) -> TreeSettings:
+    """The tree flags on top of ``base`` (a registry pair's settings) or the device's defaults."""
+    tree = copy.copy(base) if base is not None else TreeSettings.for_device(device)
+    for name in ("total_tokens", "depth", "top_k", "mlp_top_k", "mlp_keep", "full_tree_tokens"):
+        v = getattr(args, name)
+        if v is not None:
+            setattr(tree, name, v)
+    if args.no_full_tree:
+        tree.full_tree = False
+    return tree.validate()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    warnings: list[str] = []
+
+    def warn(msg):
+        warnings.append(msg)
+        bar = "!" * 78
+        print(f"{bar}\nWARNING: {msg}\n{bar}", file=sys.stderr, flush=True)
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    try:
+        methods = parse_methods(args.methods)
+        prompts = load_prompts(args.prompts, args.limit)  # before loading any model: fail fast
+        if "vanilla" not in methods:
+            warn("vanilla is not among the methods: no speedup and no lossless check will be reported.")
+        for kind, flag in (("gumiho", "--drafter"), ("serial", "--serial-drafter"),
+                           ("parallel", "--parallel-drafter")):
+            if getattr(args, flag[2:].replace("-", "_")) and kind not in methods:
+                warn(f"{flag} was given but the {kind} method is not in --methods; it is not used.")
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        model_arg, drafter_paths = args.model, {"gumiho": args.drafter, "serial": args.serial_drafter,
+                                                "parallel": args.parallel_drafter}
+        entry = registry_lookup(model_arg)
+        pair_tree = None
+        if entry:
+            model_arg = entry.get("model", model_arg)
+            pair_tree = entry.get("tree")
+            for kind, path in (entry.get("drafters") or {}).items():
+                drafter_paths[kind] = drafter_paths.get(kind) or path
+        if args.drafter:
+            named = registry_lookup(args.drafter)
+            if named and (named.get("drafters") or {}).get("gumiho"):
+                drafter_paths["gumiho"] = named["drafters"]["gumiho"]
+        log(f"loading target {model_arg or DEFAULT_TARGET_LABEL} ...")
+        t0 = time.perf_counter()
+        target = load_target(model_arg, device=args.device, dtype=args.dtype)
+        log(f"loaded {target.name} on {target.device} in {time.perf_counter() - t0:.1f} s")
+        drafters, labels = resolve_drafters(target, methods, drafter_paths, _is_default_target(model_arg),
+                                            args.seed, warn)
+        settings = BenchSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                 top_p=args.top_p, top_k=args.sample_top_k, seed=args.seed, warmup=args.warmup,
+                                 tree=tree_from_args(args, target.device, pair_tree),
+                                 progress=not args.no_progress)
+        record = run_benchmark(target, drafters, prompts, settings, log=log)
+    except GumihoError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for name, label in labels.items():
+        if name in record["methods"]:
+            record["methods"][name]["drafter"] = label
+            record["methods"][name]["random_drafter"] = bool(label and label.startswith("random-weights"))
+    record["drafter"] = labels.get("gumiho") or next((v for v in labels.values() if v), None)
+    record["pair"] = args.model if entry else None
+    record["prompts_file"] = os.path.basename(args.prompts)
+    record["warnings"] = warnings
+    print(format_table(record))
+    if warnings:
+        print(f"\n{len(warnings)} warning(s), see above (also recorded in the JSON).")
+    if args.out:
+        folder = os.path.dirname(os.path.abspath(args.out))
+        os.makedirs(folder, exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(record, f, indent=2)
+            f.write("\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

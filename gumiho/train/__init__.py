@@ -1,0 +1,1 @@
+"""Drafter training: data pipeline and trainer."""

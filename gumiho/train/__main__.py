@@ -1,0 +1,77 @@
+"""`python -m gumiho.train`: train a Gumiho drafter (or an all-serial / all-parallel
+ablation) for a Hugging Face causal LM, from its own hidden states."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import GumihoError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m gumiho.train",
+        description=(
+            "Train a speculative-decoding drafter for a target model. Step 1 (once): make training data: "
+            "the target answers your prompts itself and its hidden states are cached "
+            "(python -m gumiho.train.distill --prompts prompts.jsonl --out data/distill). Step 2: this command. "
+            "Runs on CPU, one GPU, or many with `accelerate launch -m gumiho.train ...`."),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--data", required=True, help="folder(s) of cached shards made by gumiho.train.distill or "
+                                                 "gumiho.train.textdata; several folders separated by commas")
+    p.add_argument("--out", required=True, help="output folder for the drafter (config.json + model.safetensors); "
+                                                "rerunning with the same --out resumes from its checkpoint")
+    p.add_argument("--model", default=None, help="target: hub id or local folder (default: embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel"],
+                   help="gumiho: 2 serial Transformer positions + 5 MLP heads; serial: 7 serial positions (EAGLE-like); "
+                        "parallel: 7 MLP heads (Medusa-like)")
+    p.add_argument("--epochs", type=float, default=2.0)
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--max-minutes", type=float, default=None, help="stop after this wall time, with a checkpoint")
+    p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch")
+    p.add_argument("--max-len", type=int, default=512, help="sequences are cut into windows of this length")
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--warmup-steps", type=int, default=30)
+    p.add_argument("--grad-clip", type=float, default=0.5)
+    p.add_argument("--draft-vocab", type=int, default=8192,
+                   help="the drafter proposes only the N most frequent answer tokens (FR-Spec); 0 = full vocabulary")
+    p.add_argument("--ce-weight", type=float, default=0.1, help="weight of the soft cross-entropy term")
+    p.add_argument("--position-decay", type=float, default=0.8, help="loss weight of draft position d is decay^(d-1)")
+    p.add_argument("--noise", type=float, default=0.2, help="width of the uniform noise added to input hidden states")
+    p.add_argument("--eval-fraction", type=float, default=0.03, help="held-out share of sequences")
+    p.add_argument("--checkpoint-every", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        from ..models import load_target
+        from .data import check_data_dir
+        from .loop import TrainConfig, train
+        from .objective import LossConfig
+
+        for folder in args.data.split(","):
+            check_data_dir(folder)
+
+        target = load_target(args.model, device="cpu", dtype="float32")
+        cfg = TrainConfig(
+            data=args.data, out=args.out, kind=args.kind, epochs=args.epochs, batch_tokens=args.batch_tokens,
+            max_len=args.max_len, lr=args.lr, warmup_steps=args.warmup_steps, grad_clip=args.grad_clip,
+            draft_vocab=args.draft_vocab or target.config.vocab_size, eval_fraction=args.eval_fraction,
+            checkpoint_every=args.checkpoint_every, seed=args.seed, max_minutes=args.max_minutes,
+            max_steps=args.max_steps,
+            loss=LossConfig(ce_weight=args.ce_weight, position_decay=args.position_decay, noise=args.noise))
+        summary = train(cfg, target.model, target.name, target.eos_ids, log=lambda m: print(m, flush=True))
+        print(json.dumps({k: summary[k] for k in ("kind", "steps", "wall_s", "parameters", "held_out")}, indent=2))
+        return 0
+    except GumihoError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

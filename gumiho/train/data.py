@@ -1,0 +1,138 @@
+"""Training examples from cached shards: sequences cut to a maximum length,
+a fixed held-out split, length-bucketed batches, and the draft vocabulary."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..errors import GumihoError
+from . import shards
+
+
+@dataclass
+class Sequence:
+    ids: torch.Tensor  # [T] long
+    loss_mask: torch.Tensor  # [T] uint8
+    hidden: torch.Tensor  # [T, H] float16
+
+
+def check_data_dir(data_dir: str | Path) -> int:
+    """Fail early, before any model loads, on a missing folder or an unreadable
+    shard. Returns the number of shards."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise GumihoError(f"Training data folder {str(data_dir)!r} does not exist; "
+                          f"create it with `python -m gumiho.train.distill`.")
+    files = sorted(data_dir.glob("shard_*.safetensors"))
+    if not files:
+        raise GumihoError(f"No shards (shard_*.safetensors) in {str(data_dir)!r}; "
+                          f"create them with `python -m gumiho.train.distill`.")
+    for f in files:
+        try:
+            shards.shard_stats(f)
+        except Exception as e:
+            raise GumihoError(f"Shard {f.name} cannot be read ({e}); delete it and rerun the distillation "
+                              f"to regenerate it.") from None
+    return len(files)
+
+
+def load_sequences(data_dirs: str | Path, max_len: int = 512) -> list[Sequence]:
+    """Every sequence of every finished shard, cut into windows of at most ``max_len``
+    (windows overlap by nothing: each token is trained once per epoch).
+    ``data_dirs`` may name several folders separated by commas."""
+    out: list[Sequence] = []
+    for folder in str(data_dirs).split(","):
+        check_data_dir(folder)
+        for f in sorted(Path(folder).glob("shard_*.safetensors")):
+            try:
+                t = shards.load_shard(f)
+            except Exception as e:  # a damaged shard: name it, do not guess
+                raise GumihoError(f"Shard {f.name} cannot be read ({e}); delete it and rerun the distillation "
+                                  f"to regenerate it.") from None
+            for ids, mask, hid in shards.iter_sequences(t):
+                for a in range(0, len(ids), max_len):
+                    if len(ids[a:a + max_len]) >= 4:
+                        out.append(Sequence(ids[a:a + max_len].long(), mask[a:a + max_len], hid[a:a + max_len]))
+    if not out:
+        raise GumihoError(f"The shards in {str(data_dirs)!r} hold no usable sequence.")
+    return out
+
+
+def split(seqs: list[Sequence], eval_fraction: float, seed: int) -> tuple[list[Sequence], list[Sequence]]:
+    idx = list(range(len(seqs)))
+    random.Random(seed).shuffle(idx)
+    n_eval = max(1, int(len(seqs) * eval_fraction)) if eval_fraction > 0 and len(seqs) > 1 else 0
+    return [seqs[i] for i in idx[n_eval:]], [seqs[i] for i in idx[:n_eval]]
+
+
+def draft_vocabulary(seqs: list[Sequence], size: int, vocab_size: int, always: set[int]) -> torch.Tensor:
+    """The ``size`` most frequent tokens of the training answers (FR-Spec), plus
+    ``always`` (EOS and friends), sorted by id."""
+    counts = torch.zeros(vocab_size, dtype=torch.long)
+    for s in seqs:
+        ids = s.ids[s.loss_mask.bool()] if s.loss_mask.any() else s.ids
+        counts += torch.bincount(ids, minlength=vocab_size)[:vocab_size]
+    size = min(size, vocab_size)
+    top = torch.topk(counts, size).indices.tolist()
+    chosen = set(top[: max(0, size - len(always))]) | {a for a in always if 0 <= a < vocab_size}
+    return torch.tensor(sorted(chosen), dtype=torch.long)
+
+
+def coverage(seqs: list[Sequence], vocab_ids: torch.Tensor, vocab_size: int) -> float:
+    """Share of answer tokens inside the draft vocabulary."""
+    inside = torch.zeros(vocab_size, dtype=torch.bool)
+    inside[vocab_ids] = True
+    hit = tot = 0
+    for s in seqs:
+        ids = s.ids[s.loss_mask.bool()]
+        hit += int(inside[ids].sum())
+        tot += len(ids)
+    return hit / tot if tot else 0.0
+
+
+def batches(seqs: list[Sequence], batch_tokens: int, seed: int, epoch: int) -> list[list[int]]:
+    """Index batches for one epoch: sequences sorted by length within shuffled
+    buckets, packed up to ``batch_tokens`` padded tokens; batch order shuffled.
+    Deterministic in (seed, epoch), so a resumed run sees the same batches."""
+    rng = random.Random(seed * 100003 + epoch)
+    idx = list(range(len(seqs)))
+    rng.shuffle(idx)
+    bucket = 64
+    out: list[list[int]] = []
+    for b0 in range(0, len(idx), bucket):
+        chunk = sorted(idx[b0:b0 + bucket], key=lambda i: len(seqs[i].ids))
+        cur: list[int] = []
+        longest = 0
+        for i in chunk:
+            n = len(seqs[i].ids)
+            if cur and max(longest, n) * (len(cur) + 1) > batch_tokens:
+                out.append(cur)
+                cur, longest = [], 0
+            cur.append(i)
+            longest = max(longest, n)
+        if cur:
+            out.append(cur)
+    rng.shuffle(out)
+    return out
+
+
+def collate(seqs: list[Sequence], index: list[int], device) -> dict:
+    items = [seqs[i] for i in index]
+    L = max(len(s.ids) for s in items)
+    H = items[0].hidden.shape[-1]
+    B = len(items)
+    ids = torch.zeros(B, L, dtype=torch.long)
+    hidden = torch.zeros(B, L, H, dtype=torch.float16)
+    loss_mask = torch.zeros(B, L)
+    valid = torch.zeros(B, L)
+    for b, s in enumerate(items):
+        n = len(s.ids)
+        ids[b, :n] = s.ids
+        hidden[b, :n] = s.hidden
+        loss_mask[b, :n] = s.loss_mask.float()
+        valid[b, :n] = 1
+    return {"ids": ids.to(device), "hidden": hidden.to(device).float(), "loss_mask": loss_mask.to(device),
+            "valid": valid.to(device)}

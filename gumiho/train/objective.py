@@ -1,0 +1,143 @@
+"""The training objective: the drafter run exactly as it drafts, on cached target
+hidden states, and the paper's loss on every draft position.
+
+Notation as in gumiho.drafter: h_i target hidden state at i, x_i token at i.
+For a batch of sequences, every position t is an "anchor" (the last position the
+target has processed). From anchor t the drafter predicts h_{t+d} for draft
+positions d = 1..S+M:
+
+* serial step 1 reads u1_t = fc(embed(x_{t+1}), h_t + noise) causally over
+  t' <= t and outputs s1_t ~ h_{t+1};
+* serial step m >= 2 reads u_m_t = fc(embed(x_{t+m}), s_{m-1}_t) at position
+  t+m-1 and attends to step 1 at t' <= t and to its own chain (steps 2..m at the
+  same anchor t): the mask drafting uses (a draft node sees the context and its
+  ancestors), so training sees what inference sees ("training-time test");
+* MLP head j reads cat(u_S_t, u_{S+1}_t) (the serial inputs of the last two
+  path positions; u_1 alone when S = 0) and outputs ~ h_{t+S+1+j}.
+
+Tokens fed along the chain are the real ones (teacher forcing: they are what an
+accepted path contains); hidden states fed along it are the drafter's own.
+
+Loss per position d (paper): SmoothL1(pred, h_{t+d}) + ce_weight * soft
+cross-entropy between the target's next-token distribution softmax(W h_{t+d})
+and the drafter's softmax(W pred), both over the draft vocabulary (FR-Spec: the
+frequent tokens only, which is what the drafter can propose anyway and keeps the
+49k-wide LM head off the CPU's critical path). Position weights decay
+geometrically: later positions are harder and matter less (they are only reached
+when all earlier ones were accepted).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..drafter import Drafter
+
+
+@dataclass
+class LossConfig:
+    ce_weight: float = 0.1
+    position_decay: float = 0.8  # weight of draft position d is decay**(d-1)
+    noise: float = 0.2  # uniform noise U(-noise/2, noise/2) * |h| scale added to input hidden states (paper)
+
+
+def step_mask(L: int, n_prev_steps: int, device) -> torch.Tensor:
+    """[1,1,L,(n_prev_steps+1)*L] bool for serial step m = n_prev_steps+1 >= 1.
+
+    Block 0 (step 1 keys): causal, key t' <= t. Blocks 1.. (steps 2..m keys):
+    only the same anchor, key t' == t."""
+    causal = torch.tril(torch.ones(L, L, dtype=torch.bool, device=device))
+    if n_prev_steps == 0:
+        return causal[None, None]
+    eye = torch.eye(L, dtype=torch.bool, device=device)
+    return torch.cat([causal] + [eye] * n_prev_steps, dim=1)[None, None]
+
+
+def draft_forward(drafter: Drafter, ids: torch.Tensor, hidden: torch.Tensor, noise: float = 0.0):
+    """Predicted hidden states for every anchor and draft position.
+
+    ids [B, L] long, hidden [B, L, H]. Returns a list over d = 1..S+M of
+    tensors [B, L, H]; entry [b, t] predicts h_{t+d} (garbage where t+d >= L,
+    masked by the loss)."""
+    cfg = drafter.cfg
+    B, L, H = hidden.shape
+    dev = hidden.device
+    h_in = hidden.to(drafter.fc.weight.dtype)
+    if noise > 0 and drafter.training:
+        h_in = h_in + (torch.rand_like(h_in) - 0.5) * noise
+    # Token x_{t+k} for each anchor t (padded with 0 past the end; masked later).
+    def shifted(k):
+        return F.pad(ids[:, k:], (0, k), value=0) if k < L else torch.zeros_like(ids)
+
+    preds = []
+    u_prev = drafter.project(h_in, shifted(1))  # u1
+    us = [u_prev]
+    if cfg.serial_positions > 0:
+        past = None
+        s = None
+        for m in range(1, cfg.serial_positions + 1):
+            u = us[-1]
+            pos = torch.arange(L, device=dev)[None] + (m - 1)
+            out, new = drafter.transformer(u, pos, step_mask(L, m - 1, dev), past)
+            past = new if past is None else [(torch.cat([pk, nk], 2), torch.cat([pv, nv], 2))
+                                             for (pk, pv), (nk, nv) in zip(past, new)]
+            s = out
+            preds.append(s)
+            us.append(drafter.project(s, shifted(m + 1)))  # u_{m+1}
+    if cfg.mlp_heads > 0:
+        if cfg.head_inputs == 2:
+            head_in = torch.cat([us[cfg.serial_positions - 1], us[cfg.serial_positions]], dim=-1)
+        else:
+            head_in = us[cfg.serial_positions]
+        preds.extend(drafter.run_heads(head_in))
+    return preds
+
+
+def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig):
+    """Loss and per-position top-1 accuracy on a batch with keys ids [B,L],
+    hidden [B,L,H] (float), loss_mask [B,L] (1 = answer token), valid [B,L] (1 = not padding)."""
+    ids, hidden, loss_mask, valid = batch["ids"], batch["hidden"], batch["loss_mask"], batch["valid"]
+    B, L, H = hidden.shape
+    preds = draft_forward(drafter, ids, hidden, loss_cfg.noise)
+    hidden_f = hidden.float()
+    w_draft = drafter._draft_head_weight.float()
+    total = hidden.new_zeros((), dtype=torch.float32)
+    weight_sum = 0.0
+    acc, counts, losses = [], [], []
+    for d, pred in enumerate(preds, start=1):
+        if d >= L:
+            acc.append(0.0)
+            counts.append(0)
+            losses.append(0.0)
+            continue
+        p = pred[:, : L - d].float()
+        tgt = hidden_f[:, d:]
+        m = (loss_mask[:, d:] * valid[:, d:] * valid[:, : L - d]).float()
+        n = m.sum()
+        if n == 0:
+            acc.append(0.0)
+            counts.append(0)
+            losses.append(0.0)
+            continue
+        # Only answer positions carry loss: gather them first, so the vocabulary-wide
+        # matmuls below run on those rows alone.
+        sel = m.bool()
+        p, tgt = p[sel], tgt[sel]
+        reg = F.smooth_l1_loss(p, tgt, reduction="none").mean(-1)
+        with torch.no_grad():
+            t_logits = tgt @ w_draft.T
+            t_prob = t_logits.softmax(-1)
+        d_logp = (p @ w_draft.T).log_softmax(-1)
+        ce = -(t_prob * d_logp).sum(-1)
+        per = (reg + loss_cfg.ce_weight * ce).sum() / n
+        w = loss_cfg.position_decay ** (d - 1)
+        total = total + w * per
+        weight_sum += w
+        with torch.no_grad():
+            hit = (d_logp.argmax(-1) == t_logits.argmax(-1)).float()
+            acc.append(float(hit.sum() / n))
+            counts.append(int(n))
+            losses.append(float(per))
+    return total / max(weight_sum, 1e-9), {"top1": acc, "count": counts, "loss": losses}

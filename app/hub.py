@@ -1,0 +1,302 @@
+"""The models the app serves: the default target loaded in a background thread
+(so the page is up long before the model is), the drafters for it (trained ones
+picked up as soon as they appear on disk, a random one with a notice until then),
+and at most one other target that a user asked for in the advanced box."""
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+from gumiho import (Drafter, DrafterConfig, GenerationSettings, GumihoError, Target, TreeSettings, load_drafter,
+                    load_target, shipped_drafter_path, stream)
+from gumiho.models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL
+
+from .inputs import DRAFTER_KINDS, DRAFTER_LABELS
+
+log = logging.getLogger("gumiho.app")
+
+RANDOM_NOTICE = ("No trained {kind} drafter is shipped yet, so this one has random weights: nearly every draft is "
+                 "rejected and Gumiho runs slower than vanilla. The text is still exactly the target's.")
+CUSTOM_RANDOM_NOTICE = ("No drafter path was given for {model}, so its drafter has random weights: expect almost no "
+                        "accepted drafts. Train one with `python -m gumiho.train` and give its folder.")
+
+
+@dataclass
+class Resolved:
+    target: Target
+    drafter: Drafter
+    trained: bool
+    note: str  # shown beside the Gumiho column; "" for a trained drafter
+    drafter_label: str
+
+
+def _random_drafter(target: Target, kind: str) -> Drafter:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1234)
+        drafter = Drafter(DrafterConfig.for_target(target.config, kind))
+    drafter = drafter.to(device=target.device, dtype=torch.float32 if target.device.type == "cpu" else target.dtype)
+    return drafter.eval().attach_target(target.model)
+
+
+def _is_default(name: str) -> bool:
+    return name.strip().lower() in ("", DEFAULT_TARGET, DEFAULT_TARGET_LABEL.lower(), "default")
+
+
+def _reachable(host: str = "huggingface.co", port: int = 443, timeout: float = 3.0) -> bool:
+    """Can this machine open a connection to the Hub? Checked in a thread with a
+    hard deadline, because a missing DNS server can stall far longer than any
+    socket timeout."""
+    import socket
+
+    ok = []
+
+    def probe():
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                ok.append(True)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout + 1.0)
+    return bool(ok)
+
+
+def check_loadable(name: str) -> None:
+    """Fail fast, with a clear message, for a model that cannot load here: a
+    missing folder, or a hub id that is not downloaded while the Hub is out of
+    reach (transformers would otherwise retry for about a minute)."""
+    path = os.path.expanduser(name)
+    if os.path.exists(path):
+        return
+    if os.path.isabs(path) or name.startswith((".", "~")) or name.count("/") > 1:
+        raise GumihoError(f"Model folder {name!r} does not exist here. Give a folder with config.json and weights, "
+                          f"or a hub id like 'org/name'.")
+    try:
+        from huggingface_hub import constants, try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json")
+    except Exception:  # an id the hub library refuses (bad characters, ...)
+        raise GumihoError(f"{name!r} is not a valid hub id (like 'org/name') or an existing folder.") from None
+    if isinstance(cached, str):
+        return  # downloaded before: loads offline
+    if getattr(constants, "HF_HUB_OFFLINE", False):
+        raise GumihoError(f"{name!r} is not downloaded and this app runs offline (HF_HUB_OFFLINE), so it cannot "
+                          f"load. Give a local folder instead, or leave the box empty for the default model.")
+    if not _reachable():
+        raise GumihoError(f"{name!r} is not downloaded and the Hugging Face Hub cannot be reached from here "
+                          f"(offline), so it cannot load. Give a local folder instead, or leave the box empty "
+                          f"for the default model.")
+
+
+class ModelThread:
+    """One daemon thread that runs submitted functions in order (a one-worker
+    executor that does not hold the process open at exit, mid-load or mid-run)."""
+
+    def __init__(self):
+        self._jobs: "queue.SimpleQueue[tuple[Future, object]]" = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name="gumiho-model", daemon=True).start()
+
+    def submit(self, fn) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, fn))
+        return future
+
+    def _loop(self):
+        while True:
+            future, fn = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as e:  # handed to whoever waits on the future
+                future.set_exception(e)
+
+
+class ModelHub:
+    """Loads and hands out targets and drafters, and owns the one thread that
+    runs every piece of model work (loading, warm-up, generations). One thread
+    means generations never overlap even if a request bypasses the queue, and
+    all model memory comes from one allocator pool, so the process stays flat
+    however many sessions take turns."""
+
+    def __init__(self, default_loader: Callable[[], Target] = lambda: load_target(None), warmup: bool = True):
+        self._default_loader = default_loader
+        self._warmup = warmup
+        self._lock = threading.RLock()
+        self._ready = threading.Event()
+        self.state = "idle"  # idle, loading, ready, error
+        self.error = ""
+        self.load_s = 0.0
+        self.default: Optional[Target] = None
+        self._drafters: dict = {}  # (target key, kind) -> (source key, Drafter, trained)
+        self._custom: Optional[tuple[str, Target]] = None
+        self._started = False
+        self._worker = ModelThread()
+
+    # -- the default target, in the background -----------------------------------------
+
+    def start(self) -> "ModelHub":
+        with self._lock:
+            if not self._started:
+                self._started = True
+                self.state = "loading"
+                self._worker.submit(self._load_default)
+        return self
+
+    def submit(self, fn) -> Future:
+        """Run ``fn()`` on the model thread (after whatever is already queued there)."""
+        return self._worker.submit(fn)
+
+    def _load_default(self):
+        t0 = time.perf_counter()
+        try:
+            target = self._default_loader()
+            with self._lock:
+                self.default = target
+            drafter = self.resolve("", "gumiho", "").drafter
+            if self._warmup:
+                self._warm(target, drafter)
+            self.load_s = time.perf_counter() - t0
+            self.state = "ready"
+            log.info("model ready in %.1f s", self.load_s)
+        except Exception as e:  # shown in the page; the app keeps serving
+            log.exception("the default model failed to load")
+            self.error = str(e) if isinstance(e, GumihoError) else f"{type(e).__name__}: {e}"
+            self.state = "error"
+        finally:
+            self._ready.set()
+
+    @staticmethod
+    def _warm(target: Target, drafter: Drafter):
+        """One short vanilla and one short speculative generation, so the first
+        timed race does not pay for first-call allocations."""
+        ids = target.encode("Hello!")
+        tiny = TreeSettings(total_tokens=8, depth=3, top_k=2, mlp_top_k=2, mlp_keep=2, full_tree_tokens=1)
+        for d in (None, drafter):
+            for _ in stream(target, ids, d, GenerationSettings(max_new_tokens=3, tree=tiny)):
+                pass
+
+    def wait_ready(self, timeout: Optional[float] = None) -> bool:
+        return self._ready.wait(timeout)
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    def status(self) -> tuple[str, str]:
+        """(level, text) for the banner."""
+        name = self.default.name if self.default is not None else DEFAULT_TARGET_LABEL
+        if self.state in ("idle", "loading"):
+            return "loading", (f"Loading {name} and its drafter in the background (about 20–60 s on 2 CPU cores). "
+                               f"The page works meanwhile; the Run buttons switch on when the model is ready.")
+        if self.state == "error":
+            return "error", (f"The default model could not load: {self.error} The app keeps serving: give another "
+                             f"model in the advanced box.")
+        dev = self.default.device.type if self.default is not None else "cpu"
+        text = f"Ready: {name} on {dev} (loaded in {self.load_s:.0f} s)."
+        if "gumiho" not in self.shipped_kinds():
+            return "warn", text + " " + RANDOM_NOTICE.format(kind="Gumiho")
+        return "ready", text
+
+    # -- drafters ------------------------------------------------------------------------
+
+    @staticmethod
+    def shipped_kinds() -> list[str]:
+        return [k for k in DRAFTER_KINDS if shipped_drafter_path(k)]
+
+    def drafter_choices(self) -> list[tuple[str, str]]:
+        """The Gumiho drafter always (random until a trained one ships), the
+        all-serial and all-parallel ablations once they are shipped."""
+        shipped = self.shipped_kinds()
+        out = []
+        for k in DRAFTER_KINDS:
+            if k == "gumiho" or k in shipped:
+                label = DRAFTER_LABELS[k] + ("" if k in shipped else ", untrained")
+                out.append((label, k))
+        return out
+
+    def _drafter_for(self, target: Target, target_key: str, kind: str, path: str) -> tuple[Drafter, bool, str]:
+        """(drafter, trained, source). A given path wins; for the default target the
+        shipped folder is used as soon as it exists (and reloaded when it changes)."""
+        if path:
+            folder = os.path.expanduser(path)
+            source, trained = folder, True
+        elif target_key == "":
+            folder = shipped_drafter_path(kind)
+            source, trained = (folder, True) if folder else ("random", False)
+        else:
+            folder, source, trained = None, "random", False
+        if folder:
+            try:
+                stamp = os.path.getmtime(os.path.join(folder, "model.safetensors"))
+            except OSError:
+                stamp = 0.0
+            source = f"{folder}@{stamp}"
+        key = (target_key, kind if not path else "path")
+        cached = self._drafters.get(key)
+        if cached is not None and cached[0] == source:
+            return cached[1], cached[2], source
+        if folder:
+            drafter = load_drafter(folder, target)
+        else:
+            drafter = _random_drafter(target, kind)
+        self._drafters[key] = (source, drafter, trained)
+        return drafter, trained, source
+
+    # -- what a request gets -------------------------------------------------------------
+
+    def resolve(self, target_id: str = "", kind: str = "gumiho", drafter_path: str = "") -> Resolved:
+        """The target and drafter for one request. Raises GumihoError with a message
+        for the user when they cannot load."""
+        with self._lock:
+            if _is_default(target_id):
+                if self.default is None:
+                    if self.state == "error":
+                        raise GumihoError(f"The default model could not load ({self.error}); give another model "
+                                          f"in the advanced box.")
+                    raise GumihoError("The model is still loading; try again in a few seconds.")
+                target, key = self.default, ""
+            else:
+                target, key = self._custom_target(target_id.strip()), target_id.strip()
+            drafter, trained, _ = self._drafter_for(target, key, kind, drafter_path)
+            if drafter.cfg.kind != kind and not drafter_path:
+                raise GumihoError(f"The drafter found for {kind!r} is a {drafter.cfg.kind!r} drafter.")
+            label = DRAFTER_LABELS.get(drafter.cfg.kind, drafter.cfg.kind)
+            if trained:
+                note = ""
+            elif key == "":
+                note = RANDOM_NOTICE.format(kind=DRAFTER_LABELS[kind].split(" (")[0])
+            else:
+                note = CUSTOM_RANDOM_NOTICE.format(model=target.name)
+            return Resolved(target, drafter, trained, note, label)
+
+    def _custom_target(self, name: str) -> Target:
+        if self._custom is not None and self._custom[0] == name:
+            return self._custom[1]
+        check_loadable(name)
+        # Only one extra model at a time: free the previous one (and its drafters) first.
+        if self._custom is not None:
+            old = self._custom[0]
+            self._custom = None
+            for k in [k for k in self._drafters if k[0] == old]:
+                del self._drafters[k]
+            gc.collect()
+        try:
+            target = load_target(name)
+        except GumihoError:
+            raise
+        except Exception as e:  # anything else a foreign model can throw
+            raise GumihoError(f"Could not load model {name!r}: {type(e).__name__}: {str(e)[:300]}") from None
+        self._custom = (name, target)
+        return target

@@ -1,0 +1,131 @@
+"""What the user typed, checked: every problem becomes a GumihoError whose
+message the UI shows as is. The limits are the app's (a shared demo on a CPU),
+tighter than the engine's."""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from gumiho import GenerationSettings, GumihoError, TreeSettings
+
+DRAFTER_KINDS = ("gumiho", "serial", "parallel")
+DRAFTER_LABELS = {
+    "gumiho": "Gumiho (2 serial + 5 MLP)",
+    "serial": "All-serial (EAGLE-like)",
+    "parallel": "All-parallel (Medusa-like)",
+}
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+MAX_NEW_TOKENS = _env_int("GUMIHO_APP_MAX_NEW_TOKENS", 512)
+MAX_PROMPT_TOKENS = _env_int("GUMIHO_APP_MAX_PROMPT_TOKENS", 2048)
+MAX_PROMPT_CHARS = 40_000
+MAX_TEMPERATURE = 2.0
+MAX_TREE_DEPTH = 7
+MAX_TREE_TOP_K = 10
+MAX_TREE_NODES = 128
+WALK_MAX_NEW_TOKENS = 64
+
+# The engine's tree for this machine (small on a CPU, the paper's 63 nodes on a GPU):
+# the defaults of the controls and the MLP-depth settings that have no control.
+DEVICE_TREE = TreeSettings.for_device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@dataclass
+class Request:
+    prompt: str
+    settings: GenerationSettings
+    drafter_kind: str = "gumiho"
+    target_id: str = ""
+    drafter_path: str = ""
+
+
+def _number(value, name: str, what: str) -> float:
+    if value is None or isinstance(value, bool) or (isinstance(value, str) and not value.strip()):
+        raise GumihoError(f"{name} is missing: give {what}.")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise GumihoError(f"{name} must be a number ({what}); got {str(value)[:40]!r}.") from None
+    if math.isnan(x) or math.isinf(x):
+        raise GumihoError(f"{name} must be a finite number ({what}).")
+    return x
+
+
+def whole(value, name: str, lo: int, hi: int, what: str = "") -> int:
+    what = what or f"a whole number from {lo} to {hi}"
+    x = _number(value, name, what)
+    if x != int(x):
+        raise GumihoError(f"{name} must be a whole number ({what}); got {x:g}.")
+    if not lo <= x <= hi:
+        raise GumihoError(f"{name} must be {what}; got {int(x):,}.")
+    return int(x)
+
+
+def real(value, name: str, lo: float, hi: float, what: str, lo_open: bool = False) -> float:
+    x = _number(value, name, what)
+    if x < lo or x > hi or (lo_open and x == lo):
+        raise GumihoError(f"{name} must be {what}; got {x:g}.")
+    return x
+
+
+def check_prompt(prompt) -> str:
+    if prompt is None or not isinstance(prompt, str) or not prompt.strip():
+        raise GumihoError("The prompt is empty: type something for the model to answer.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise GumihoError(
+            f"The prompt has {len(prompt):,} characters; this demo takes at most {MAX_PROMPT_CHARS:,} "
+            f"(and {MAX_PROMPT_TOKENS:,} tokens). Shorten it."
+        )
+    return prompt
+
+
+def check_prompt_ids(ids: list[int], context_length: int, model: str) -> list[int]:
+    cap = min(MAX_PROMPT_TOKENS, context_length - 1)
+    if len(ids) > cap:
+        raise GumihoError(
+            f"The prompt is {len(ids):,} tokens long; this demo takes at most {cap:,} prompt tokens "
+            f"({model} reads up to {context_length:,}, answer included). Shorten it."
+        )
+    return ids
+
+
+def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k, budget,
+                  drafter_kind="gumiho", target_id="", drafter_path="",
+                  max_tokens_cap: Optional[int] = None) -> Request:
+    cap = max_tokens_cap or MAX_NEW_TOKENS
+    prompt = check_prompt(prompt)
+    n = whole(max_new_tokens, "Max new tokens", 1, cap, f"a whole number from 1 to {cap} in this demo")
+    temp = real(temperature, "Temperature", 0.0, MAX_TEMPERATURE, f"between 0 and {MAX_TEMPERATURE:g} (0 = greedy)")
+    p = real(top_p, "Top-p", 0.0, 1.0, "above 0 and at most 1", lo_open=True)
+    s = whole(0 if seed in (None, "") else seed, "Seed", 0, 2**31 - 1, "a whole number from 0 to 2147483647")
+    tree = TreeSettings(
+        total_tokens=whole(budget, "Tree node budget", 1, MAX_TREE_NODES),
+        depth=whole(depth, "Tree depth", 1, MAX_TREE_DEPTH),
+        top_k=whole(top_k, "Tree top-k", 1, MAX_TREE_TOP_K),
+        mlp_top_k=DEVICE_TREE.mlp_top_k, mlp_keep=DEVICE_TREE.mlp_keep, full_tree=DEVICE_TREE.full_tree,
+        full_tree_tokens=DEVICE_TREE.full_tree_tokens,
+    )
+    kind = (drafter_kind or "gumiho")
+    kind = {v: k for k, v in DRAFTER_LABELS.items()}.get(kind, kind)
+    if kind not in DRAFTER_KINDS:
+        raise GumihoError(f"Unknown drafter {str(drafter_kind)[:40]!r}; choose one of {', '.join(DRAFTER_KINDS)}.")
+    target_id = (target_id or "").strip()
+    drafter_path = (drafter_path or "").strip()
+    if len(target_id) > 300 or "\n" in target_id:
+        raise GumihoError("The model id or path is too long or has a line break; give a hub id like 'org/name' "
+                          "or a folder path.")
+    if len(drafter_path) > 500 or "\n" in drafter_path:
+        raise GumihoError("The drafter path is too long or has a line break; give a folder path.")
+    settings = GenerationSettings(max_new_tokens=n, temperature=temp, top_p=p, seed=s, tree=tree).validate()
+    return Request(prompt, settings, kind, target_id, drafter_path)

@@ -1,0 +1,63 @@
+"""Colours, one place for both the token rendering (CSS) and the plots.
+
+Serial Transformer positions are blues, MLP head positions are oranges, and the
+shade says the draft position: the first position of a family is the deepest
+shade, later positions get lighter. The target's own (bonus) tokens are neutral.
+"""
+from __future__ import annotations
+
+import colorsys
+
+SERIAL_HUE = 215  # blue
+MLP_HUE = 28  # orange
+NEUTRAL_BG = "#ececec"
+NEUTRAL_PLOT = "#9a9a9a"
+REJECTED_PLOT = "#c8c8c8"
+ACCEPT_EDGE = "#1b1b1b"
+
+
+def _hsl(h: float, s: float, light: float) -> str:
+    r, g, b = colorsys.hls_to_rgb(h / 360.0, light, s)
+    return "#{:02x}{:02x}{:02x}".format(round(r * 255), round(g * 255), round(b * 255))
+
+
+def _shade(rank: int, count: int, lo: float, hi: float) -> float:
+    """Lightness for the rank-th position (0-based) of a family of ``count``."""
+    if count <= 1:
+        return lo
+    return lo + (hi - lo) * rank / (count - 1)
+
+
+def family_hue(head: str) -> int:
+    return SERIAL_HUE if head == "serial" else MLP_HUE
+
+
+def token_background(head: str, rank: int, count: int) -> str:
+    """Background of a drafted token: ``rank`` is its place inside its family
+    (0 = the family's first draft position). Light enough for dark text."""
+    if head not in ("serial", "mlp"):
+        return NEUTRAL_BG
+    return _hsl(family_hue(head), 0.85, _shade(rank, count, 0.66, 0.90))
+
+
+def plot_colour(head: str, rank: int, count: int) -> str:
+    """The same shade, deeper, for bars and tree nodes."""
+    if head not in ("serial", "mlp"):
+        return NEUTRAL_PLOT
+    return _hsl(family_hue(head), 0.75, _shade(rank, count, 0.40, 0.72))
+
+
+def position_colour(position: int, serial_positions: int, max_depth: int, plot: bool = True) -> str:
+    """Colour of draft position ``position`` (1-based) for a drafter with
+    ``serial_positions`` serial positions out of ``max_depth``; 0 = target."""
+    if position <= 0:
+        return NEUTRAL_PLOT if plot else NEUTRAL_BG
+    head, rank, count = family_rank(position, serial_positions, max_depth)
+    return plot_colour(head, rank, count) if plot else token_background(head, rank, count)
+
+
+def family_rank(position: int, serial_positions: int, max_depth: int) -> tuple[str, int, int]:
+    """(head, rank inside its family, size of the family) of draft position d."""
+    if position <= serial_positions:
+        return "serial", position - 1, serial_positions
+    return "mlp", position - serial_positions - 1, max(max_depth - serial_positions, 1)

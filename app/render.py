@@ -1,0 +1,208 @@
+"""HTML for the token columns, the legend, the live figures and the messages.
+
+The model's output is text, never markup: every piece of it goes through
+:func:`esc`, which also neutralises the characters template engines react to.
+Colours come from :mod:`app.palette` (inline, so the shade can follow the
+drafter's own layout); the classes (``h-serial``, ``h-mlp``, ``h-target``,
+``p<d>``, ``ghost``) say the same thing for CSS and for tests.
+"""
+from __future__ import annotations
+
+import html
+from typing import Iterable, Optional
+
+from . import palette
+from .tokens import DrafterLayout, RaceResult, RunRecord, StepView, TokenView
+
+_EXTRA = {"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;", "\\": "&#92;"}
+
+
+def esc(text) -> str:
+    """Escape text for HTML content and attribute values."""
+    out = html.escape(str(text), quote=True)
+    for ch, ent in _EXTRA.items():
+        out = out.replace(ch, ent)
+    return out
+
+
+def visible(text: str) -> str:
+    """Whitespace made visible (for ghosts, labels and tables)."""
+    if text == "":
+        return "∅"
+    return text.replace("\r", "").replace("\n", "⏎").replace("\t", "⇥").replace(" ", "␣")
+
+
+def head_name(head: str, position: int, layout: Optional[DrafterLayout]) -> str:
+    if head == "serial":
+        return f"serial Transformer (step {position})"
+    if head == "mlp":
+        first_mlp = (layout.serial_positions if layout else 0)
+        return f"MLP head {position - first_mlp}"
+    return "target"
+
+
+def token_title(tv: TokenView, layout: Optional[DrafterLayout], rejected: bool = False) -> str:
+    if tv.head == "target":
+        if layout is None:
+            parts = ["target token (vanilla: one token per target forward)"]
+        else:
+            parts = ["target's own token: the bonus token of this verify step"]
+    else:
+        what = "rejected draft" if rejected else "accepted draft"
+        parts = [what, f"draft position {tv.position}", head_name(tv.head, tv.position, layout)]
+        if tv.draft_prob is not None:
+            parts.append(f"draft prob {tv.draft_prob:.3f}")
+    parts.append(f"step {tv.step}")
+    if tv.covers > 1:
+        parts.append(f"{tv.covers} tokens make up this character")
+    parts.append(f"token id {tv.token}: {visible(tv.text)}")
+    return " · ".join(parts)
+
+
+def _classes_and_style(tv: TokenView, layout: Optional[DrafterLayout]) -> tuple[str, str]:
+    cls = ["tok", f"h-{tv.head}", f"p{tv.position}"]
+    style = ""
+    if tv.head in ("serial", "mlp") and layout is not None:
+        head, rank, count = palette.family_rank(tv.position, layout.serial_positions, layout.max_depth)
+        cls.append(f"r{rank}")
+        style = f"background:{palette.token_background(head, rank, count)}"
+    if tv.special:
+        cls.append("special")
+    return " ".join(cls), style
+
+
+def token_span(tv: TokenView, layout: Optional[DrafterLayout]) -> str:
+    if tv.text == "":
+        return ""
+    cls, style = _classes_and_style(tv, layout)
+    style_attr = f' style="{style}"' if style else ""
+    return f'<span class="{cls}"{style_attr} title="{esc(token_title(tv, layout))}">{esc(tv.text)}</span>'
+
+
+def ghost_span(tv: TokenView, layout: Optional[DrafterLayout]) -> str:
+    cls, _ = _classes_and_style(tv, layout)
+    colour = palette.position_colour(tv.position, layout.serial_positions, layout.max_depth) if layout else ""
+    style = f' style="text-decoration-color:{colour};border-color:{colour}"' if colour else ""
+    return (f'<s class="ghost {cls}"{style} title="{esc(token_title(tv, layout, rejected=True))}">'
+            f'{esc(visible(tv.text))}</s>')
+
+
+def render_steps(views: Iterable[StepView], layout: Optional[DrafterLayout], show_rejected: bool = False) -> str:
+    """The token column: accepted drafts coloured by head and position, the
+    target's bonus tokens neutral, and (on demand) each step's rejected drafts as
+    struck-through ghosts between its accepted drafts and its bonus token.
+    Steps only ever append, so a growing column streams as a growing string."""
+    out = []
+    for v in views:
+        bonus_at = sum(1 for t in v.tokens if t.head != "target")
+        for k, tv in enumerate(v.tokens):
+            if k == bonus_at and show_rejected and v.rejected:
+                out.append(_ghosts(v, layout))
+            out.append(token_span(tv, layout))
+        if show_rejected and v.rejected and bonus_at >= len(v.tokens):
+            out.append(_ghosts(v, layout))
+    return "".join(out)
+
+
+def _ghosts(v: StepView, layout) -> str:
+    return '<span class="ghosts">' + "".join(ghost_span(r, layout) for r in v.rejected) + "</span>"
+
+
+def render_run(run: RunRecord, n_steps: Optional[int] = None, show_rejected: bool = False) -> str:
+    views = run.views if n_steps is None else run.views[:n_steps]
+    return render_steps(views, run.layout, show_rejected)
+
+
+def render_legend(layout: Optional[DrafterLayout]) -> str:
+    if layout is None:
+        return ""
+    items = []
+    s, depth = layout.serial_positions, layout.max_depth
+    if s:
+        sw = "".join(_swatch("serial", d, layout) for d in range(1, s + 1))
+        items.append(f'<span class="lg-group"><b>Serial Transformer</b> {sw}</span>')
+    if depth > s:
+        sw = "".join(_swatch("mlp", d, layout) for d in range(s + 1, depth + 1))
+        items.append(f'<span class="lg-group"><b>Parallel MLP heads</b> {sw}</span>')
+    items.append('<span class="lg-group"><span class="sw h-target">bonus</span> the target\'s own token</span>')
+    items.append('<span class="lg-group"><s class="ghost sw-ghost">ghost</s> rejected draft (toggle below)</span>')
+    return ('<div class="gm-legend"><span class="lg-title">Colour = who guessed the token; '
+            'shade = draft position (numbers):</span> ' + " ".join(items) + "</div>")
+
+
+def _swatch(head: str, position: int, layout: DrafterLayout) -> str:
+    colour = palette.position_colour(position, layout.serial_positions, layout.max_depth, plot=False)
+    return (f'<span class="sw h-{head} p{position}" style="background:{colour}" '
+            f'title="draft position {position}">{position}</span>')
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x:.2f} s"
+
+
+def render_stats(run: Optional[RunRecord], n_steps: Optional[int] = None, clock: Optional[float] = None,
+                 status: str = "") -> str:
+    """Live figures of one column: tokens/s, tau, target forwards, elapsed."""
+    if run is None:
+        cells = [("tokens/s", "–"), ("tau", "–"), ("target forwards", "–"), ("elapsed", "–"), ("tokens", "–")]
+    else:
+        st = run.stats(n_steps)
+        # During a replay the column's clock runs until its own run ended.
+        elapsed = st.wall_s if clock is None else min(clock, run.wall_s)
+        rate = st.new_tokens / elapsed if elapsed > 0 else 0.0
+        cells = [("tokens/s", f"{rate:.1f}"), ("tau", f"{st.tau:.2f}"), ("target forwards", str(st.target_forwards)),
+                 ("elapsed", _fmt_s(elapsed)), ("tokens", str(st.new_tokens))]
+    body = "".join(f'<div class="cell"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>'
+                   for k, v in cells)
+    note = f'<div class="stat-note">{esc(status)}</div>' if status else ""
+    return f'<div class="gm-stats">{body}</div>{note}'
+
+
+def speedup(result: RaceResult) -> Optional[tuple[float, str]]:
+    """Speedup = vanilla wall time / Gumiho wall time when both produced the same
+    tokens (greedy); with sampling the lengths differ, so compare throughput."""
+    v, g = result.vanilla, result.gumiho
+    if v.stopped or g.stopped or not v.events or not g.events or g.wall_s <= 0:
+        return None
+    vs, gs = v.stats(), g.stats()
+    if vs.new_tokens == gs.new_tokens:
+        return v.wall_s / g.wall_s, "wall-time"
+    if vs.tokens_per_s > 0:
+        return gs.tokens_per_s / vs.tokens_per_s, "throughput"
+    return None
+
+
+def render_result(result: Optional[RaceResult]) -> str:
+    if result is None:
+        return ""
+    v, g = result.vanilla, result.gumiho
+    if v.stopped or g.stopped:
+        return '<div class="gm-result stopped">Stopped. The figures show what was done until then.</div>'
+    sp = speedup(result)
+    if sp is None:
+        return ""
+    value, kind = sp
+    vs, gs = v.stats(), g.stats()
+    if kind == "wall-time":
+        detail = (f"{_fmt_s(v.wall_s)} vanilla vs {_fmt_s(g.wall_s)} Gumiho for the same {vs.new_tokens} tokens; "
+                  f"tau {gs.tau:.2f}")
+    else:
+        detail = (f"sampling gave different lengths ({vs.new_tokens} vs {gs.new_tokens} tokens), so this is the "
+                  f"ratio of tokens/s ({gs.tokens_per_s:.1f} vs {vs.tokens_per_s:.1f}); tau {gs.tau:.2f}")
+    word = "faster" if value >= 1 else "slower"
+    shown = value if value >= 1 else 1 / value
+    same = ""
+    if result.temperature == 0 and kind == "wall-time":
+        same = (" The two texts are identical token for token, as they must be." if v.events and
+                [t for e in v.events for t in e.tokens] == [t for e in g.events for t in e.tokens]
+                else " The two texts differ: please report this, greedy speculative decoding must match vanilla.")
+    return (f'<div class="gm-result {"win" if value >= 1 else "lose"}"><span class="big">Speedup {value:.2f}×</span> '
+            f"Gumiho was {shown:.2f}× {word} than vanilla ({esc(detail)}).{esc(same)}</div>")
+
+
+def render_banner(text: str, level: str = "info") -> str:
+    """A status line: level is info, loading, ready, warn or error."""
+    if not text:
+        return ""
+    icon = {"loading": '<span class="spinner"></span>', "error": "⚠️ ", "warn": "⚠️ "}.get(level, "")
+    return f'<div class="gm-banner {esc(level)}">{icon}{esc(text)}</div>'

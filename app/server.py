@@ -1,0 +1,29 @@
+"""Serving: the page goes up first, the model loads behind it."""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Optional
+
+from .hub import ModelHub
+from .layout import build_app, load_css
+
+
+def serve(host: Optional[str] = None, port: Optional[int] = None, hub: Optional[ModelHub] = None, block: bool = True):
+    """Build and launch the app on ``host:port`` (default: GRADIO_SERVER_NAME /
+    GRADIO_SERVER_PORT, else 127.0.0.1:7860), then start loading the model in
+    the background, so the first page is served before the model is ready."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    host = host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
+    port = int(port or os.environ.get("GRADIO_SERVER_PORT") or 7860)
+    hub = hub or ModelHub()
+    demo = build_app(hub)
+    # No run history: visitors' prompts are not recorded anywhere.
+    demo.launch(server_name=host, server_port=port, css=load_css(), prevent_thread_lock=True, show_error=True,
+                run_history=False)
+    logging.getLogger("gumiho.app").info("serving on http://%s:%d", host, port)
+    hub.start()
+    if block:
+        demo.block_thread()
+    return demo
+

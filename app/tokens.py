@@ -1,0 +1,211 @@
+"""From the engine's StepEvents to what the app shows: the text of every token
+(decoded incrementally, so a character split over several byte-level tokens
+appears once, whole), which head proposed it, and when it arrived.
+
+Nothing here touches a model: it needs only a tokenizer's ``decode``, so the
+rendering can be tested with synthetic events and a toy tokenizer.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from gumiho import StepEvent, summarize
+
+REPLACEMENT = "\ufffd"  # what decode() gives for an incomplete UTF-8 sequence
+MAX_PENDING = 4  # a UTF-8 character spans at most 4 bytes, so at most 4 byte tokens
+
+
+class Detokenizer:
+    """Turns token ids into text one token at a time.
+
+    Each token's text is ``decode(context + token) - decode(context)`` over a short
+    window of the tokens before it, which keeps word-initial spaces right for every
+    tokenizer family. While the decoded window ends in an incomplete character the
+    token's text is held back (empty) and released with the token that completes
+    it."""
+
+    def __init__(self, tokenizer, context_ids: Sequence[int] = ()):
+        self.tok = tokenizer
+        self.ids: list[int] = [int(i) for i in list(context_ids)[-3:]]
+        self.start = 0  # first id of the decode window
+        self.done = len(self.ids)  # ids before this one have had their text returned
+        self.special = set(getattr(tokenizer, "all_special_ids", None) or [])
+
+    def _decode(self, ids: list[int]) -> str:
+        if not ids:
+            return ""
+        return self.tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def push(self, token: int) -> str:
+        self.ids.append(int(token))
+        before = self._decode(self.ids[self.start:self.done])
+        now = self._decode(self.ids[self.start:])
+        pending = len(self.ids) - self.done
+        if now.endswith(REPLACEMENT) and pending < MAX_PENDING and not self._is_special(token):
+            return ""  # the character is not complete yet
+        if now.startswith(before):
+            text = now[len(before):]
+        else:  # a tokenizer whose decode is not prefix-stable: keep what changed
+            text = now[len(os.path.commonprefix([before, now])):]
+        self.start, self.done = self.done, len(self.ids)
+        if self.start > 64:  # keep the window short
+            del self.ids[:self.start]
+            self.done -= self.start
+            self.start = 0
+        return text
+
+    def _is_special(self, token: int) -> bool:
+        return int(token) in self.special
+
+    def peek(self, token: int) -> str:
+        """The text ``token`` would have right after the tokens pushed so far,
+        without pushing it (for rejected drafts)."""
+        ctx = self.ids[self.done - min(self.done, 3):self.done] if self.done else []
+        now = self._decode(ctx + [int(token)])
+        base = self._decode(ctx)
+        return now[len(base):] if now.startswith(base) else now
+
+
+@dataclass
+class TokenView:
+    """One emitted (or rejected) token as displayed."""
+
+    text: str
+    token: int
+    head: str  # "serial", "mlp" or "target"
+    position: int  # draft position (1 = first drafted), 0 for the target's own token
+    draft_prob: Optional[float]
+    step: int
+    covers: int = 1  # tokens whose bytes make up ``text`` (a split character)
+    special: bool = False
+
+
+@dataclass
+class StepView:
+    step: int
+    t: float  # seconds since the start of the run, at the end of this step
+    tokens: list[TokenView]
+    rejected: list[TokenView]
+    accepted_length: int
+    drafted: int
+    finish_reason: Optional[str] = None
+
+
+@dataclass
+class DrafterLayout:
+    """What the renderer needs to know of a drafter: how many positions each family has."""
+
+    serial_positions: int = 2
+    max_depth: int = 7
+    kind: str = "gumiho"
+
+    @classmethod
+    def of(cls, drafter) -> Optional["DrafterLayout"]:
+        if drafter is None:
+            return None
+        cfg = drafter.cfg
+        return cls(cfg.serial_positions, cfg.max_depth, cfg.kind)
+
+
+def step_views(events: Sequence[StepEvent], tokenizer, prompt_ids: Sequence[int] = ()) -> list[StepView]:
+    """Decode every event's tokens in order. Tokens whose text is held back (a
+    character split across tokens) are folded into the token that completes it."""
+    detok = Detokenizer(tokenizer, prompt_ids)
+    special = detok.special
+    views: list[StepView] = []
+    held = 0
+    for ev in events:
+        toks: list[TokenView] = []
+        rejected: list[TokenView] = []
+        n_acc = sum(1 for e in ev.emitted if e.head != "target")
+        for k, e in enumerate(ev.emitted):
+            if k == n_acc and ev.rejected:
+                # Rejected drafts compete with the bonus token: decode them where it stands.
+                rejected = [TokenView(detok.peek(r.token), r.token, r.head, r.position, r.draft_prob, ev.step,
+                                      special=r.token in special) for r in ev.rejected]
+            text = detok.push(e.token)
+            if text == "" and e.token not in special:
+                held += 1
+                continue
+            toks.append(TokenView(text, e.token, e.head, e.position, e.draft_prob, ev.step, covers=held + 1,
+                                  special=e.token in special))
+            held = 0
+        if ev.rejected and not rejected:
+            rejected = [TokenView(detok.peek(r.token), r.token, r.head, r.position, r.draft_prob, ev.step,
+                                  special=r.token in special) for r in ev.rejected]
+        views.append(StepView(ev.step, ev.elapsed_s, toks, rejected, ev.accepted_length, ev.drafted,
+                              ev.finish_reason))
+    return views
+
+
+@dataclass
+class RunRecord:
+    """One decoder's run, timed alone: its events and what they look like."""
+
+    label: str  # "vanilla" or "gumiho"
+    events: list[StepEvent]
+    views: list[StepView]
+    layout: Optional[DrafterLayout] = None  # None for vanilla
+    text: str = ""
+    stopped: bool = False
+
+    @property
+    def depth(self) -> int:
+        return self.layout.max_depth if self.layout else 0
+
+    @property
+    def wall_s(self) -> float:
+        return self.events[-1].elapsed_s if self.events else 0.0
+
+    @property
+    def finish_reason(self) -> Optional[str]:
+        return self.events[-1].finish_reason if self.events else None
+
+    def steps_until(self, t: float) -> int:
+        """How many events had finished ``t`` seconds into the run."""
+        n = 0
+        for ev in self.events:
+            if ev.elapsed_s <= t:
+                n += 1
+            else:
+                break
+        return n
+
+    def stats(self, n: Optional[int] = None):
+        return summarize(self.events if n is None else self.events[:n], self.depth)
+
+    def series(self, n: Optional[int] = None) -> list[tuple[float, int]]:
+        """(seconds, tokens so far) after each of the first ``n`` steps."""
+        out, total = [], 0
+        for ev in self.events if n is None else self.events[:n]:
+            total += len(ev.emitted)
+            if ev.emitted:
+                out.append((ev.elapsed_s, total))
+        return out
+
+
+def record(label: str, events: list[StepEvent], tokenizer, prompt_ids, drafter=None) -> RunRecord:
+    views = step_views(events, tokenizer, prompt_ids)
+    tokens = [t for ev in events for t in ev.tokens]
+    text = tokenizer.decode(tokens, skip_special_tokens=True) if tokens else ""
+    stopped = bool(events) and events[-1].finish_reason == "stopped"
+    return RunRecord(label, events, views, DrafterLayout.of(drafter), text, stopped)
+
+
+@dataclass
+class RaceResult:
+    """Both runs of one race, and what the UI needs to replay them."""
+
+    prompt_tokens: int
+    vanilla: RunRecord
+    gumiho: RunRecord
+    model: str = ""
+    drafter_note: str = ""
+    temperature: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float:
+        return max(self.vanilla.wall_s, self.gumiho.wall_s)

@@ -1,0 +1,148 @@
+"""Turn `python -m gumiho.bench` JSON files into BENCHMARKS.md tables and an
+acceptance-by-position figure (plotly HTML, plus a PNG when a headless Chromium is
+available to render it).
+
+    python scripts/benchmark_report.py benchmarks/results/*.json --out BENCHMARKS.md
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+SET_NAMES = {"mt_bench": "MT-Bench", "humaneval": "HumanEval", "gsm8k": "GSM8K", "alpaca": "Alpaca",
+             "qa": "Natural Questions", "sum": "CNN/DM"}
+METHOD_ORDER = ["vanilla", "gumiho", "serial", "parallel"]
+
+
+def load(paths):
+    runs = []
+    for p in paths:
+        rec = json.loads(Path(p).read_text())
+        name = Path(p).stem
+        runs.append((SET_NAMES.get(name, name), name, rec))
+    order = list(SET_NAMES)
+    runs.sort(key=lambda r: order.index(r[1]) if r[1] in order else 99)
+    return runs
+
+
+def table(runs, depth=7) -> str:
+    head = ["set", "method", "tau", *[f"acc@{d}" for d in range(1, depth + 1)], "tokens/s", "speedup"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, _, rec in runs:
+        for m in METHOD_ORDER:
+            if m not in rec["methods"]:
+                continue
+            r = rec["methods"][m]
+            acc = r["acceptance_by_position"] + [0.0] * depth
+            sp = r["speedup_vs_vanilla"]
+            row = [label, m, f"{r['tau']:.2f}", *[f"{a:.2f}" if m != "vanilla" else "-" for a in acc[:depth]],
+                   f"{r['tokens_per_s']:.1f}", f"{sp:.2f}x" if sp is not None else "-"]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def wins(runs) -> str:
+    n = sum(1 for _, _, rec in runs if all(k in rec["methods"] for k in ("gumiho", "serial", "parallel"))
+            and rec["methods"]["gumiho"]["tau"] > max(rec["methods"]["serial"]["tau"], rec["methods"]["parallel"]["tau"]))
+    return f"Gumiho's tau is above both ablations on {n} of {len(runs)} sets."
+
+
+def figure(runs, html_path: Path, png_path: Path) -> bool:
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(
+        "Acceptance at position d (share of verify steps with accepted length >= d)",
+        "Conditional acceptance at d (given d-1 was accepted)"))
+    colours = {"gumiho": "#d9480f", "serial": "#1c7ed6", "parallel": "#2b8a3e"}
+    for m in ("gumiho", "serial", "parallel"):
+        un, co = [], []
+        for _, _, rec in runs:
+            if m in rec["methods"]:
+                un.append(rec["methods"][m]["acceptance_by_position"])
+                co.append(rec["methods"][m]["conditional_acceptance_by_position"])
+        if not un:
+            continue
+        depth = min(len(u) for u in un)
+        mean_un = [sum(u[d] for u in un) / len(un) for d in range(depth)]
+        mean_co = [sum(c[d] for c in co) / len(co) for d in range(depth)]
+        xs = list(range(1, depth + 1))
+        fig.add_trace(go.Scatter(x=xs, y=mean_un, name=m, mode="lines+markers", line=dict(color=colours[m])), 1, 1)
+        fig.add_trace(go.Scatter(x=xs, y=mean_co, name=m + " (conditional)", mode="lines+markers",
+                                 line=dict(color=colours[m], dash="dash"), showlegend=True), 1, 2)
+    fig.update_xaxes(title_text="draft position d")
+    fig.update_yaxes(range=[0, 1])
+    fig.update_layout(title=f"SmolLM2-135M-Instruct drafters, mean over {len(runs)} prompt sets (CPU, greedy)",
+                      width=1100, height=460, template="plotly_white")
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.write_html(str(html_path), include_plotlyjs=True)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        return False
+    try:
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                        "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+                        f"--screenshot={png_path.resolve()}", "--window-size=1120,480",
+                        "--virtual-time-budget=5000", html_path.resolve().as_uri()],
+                       check=True, capture_output=True, timeout=120)
+        return png_path.exists()
+    except (subprocess.SubprocessError, OSError):
+        return False
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--out", default="BENCHMARKS.md")
+    ap.add_argument("--figure", default="assets/acceptance_by_position")
+    ap.add_argument("--commands", default=None, help="file with the exact commands that produced the results")
+    args = ap.parse_args(argv)
+    runs = load(args.results)
+    if not runs:
+        print("no results", file=sys.stderr)
+        return 2
+    first = runs[0][2]
+    has_png = figure(runs, Path(args.figure + ".html"), Path(args.figure + ".png"))
+    lossless = [(label, rec["lossless"]) for label, _, rec in runs]
+    cmds = Path(args.commands).read_text().strip() if args.commands else ""
+    parts = [
+        "# Benchmarks",
+        "",
+        f"Target **{first['model']}** on **{first['device']}** ({first.get('torch_threads')} torch threads), "
+        f"temperature {first['temperature']}, max_new_tokens {first['max_new_tokens']}, "
+        f"{first['prompts']} prompts per set (the first turn of each), drafters from `assets/drafters/`. "
+        "Every method runs on every prompt in the same process, interleaved prompt by prompt, after a warm-up.",
+        "",
+        "Metric words: **tau** = new tokens / target forwards (bonus tokens count, vanilla = 1); "
+        "**acc@d** = share of verify steps whose accepted draft length is >= d; "
+        "**speedup** = vanilla wall time / method wall time on the same prompts.",
+        "",
+        table(runs),
+        "",
+        wins(runs),
+        "",
+        "Lossless check (greedy: speculative tokens identical to vanilla's, per prompt and method): "
+        + ", ".join(f"{label} {l['identical']}/{l['checked']}" for label, l in lossless) + ".",
+        "",
+        (f"![acceptance by position]({args.figure}.png)" if has_png else "")
+        + f"\n\nInteractive figure: [{args.figure}.html]({args.figure}.html)",
+        "",
+        "## Reproduce",
+        "",
+        "```bash",
+        cmds or "# see scripts/run_benchmarks.sh",
+        "```",
+        "",
+    ]
+    Path(args.out).write_text("\n".join(parts))
+    print(f"wrote {args.out}" + (f" and {args.figure}.png" if has_png else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The runs behind BENCHMARKS.md: the four methods on each of the six prompt sets,
+# same limit and max-new-tokens for all, then the report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python}
+LIMIT=${LIMIT:-10}
+MAX_NEW=${MAX_NEW:-64}
+for set in mt_bench humaneval gsm8k alpaca qa sum; do
+  "$PY" -m gumiho.bench --prompts "benchmarks/prompts/$set.jsonl" --limit "$LIMIT" --max-new-tokens "$MAX_NEW" \
+    --methods vanilla,gumiho,serial,parallel --out "benchmarks/results/$set.json" --no-progress
+done
+"$PY" scripts/benchmark_report.py benchmarks/results/*.json --out BENCHMARKS.md --commands scripts/run_benchmarks.sh

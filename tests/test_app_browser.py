@@ -1,0 +1,142 @@
+"""The app in a real headless Chromium: first page while the model loads, a race
+with coloured tokens, ghosts and plots, Stop, bad input, a walkthrough step,
+no leakage into a second session, and the screenshot used in the README.
+
+Needs the Debian packages ``chromium`` (and ``chromium-driver``) and the Python
+package ``playwright`` (its own browser download is not used)."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"headless browser test needs Chromium at {CHROMIUM} (apt-get install chromium chromium-driver)",
+                allow_module_level=True)
+from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
+
+from app_server import ROOT, running_app  # noqa: E402
+
+SCREENSHOT = os.path.join(ROOT, "assets", "screenshot.png")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+MODEL_READY_S = 300_000  # ms: loading the default model on a busy 2-core machine
+RUN_S = 300_000
+
+
+@pytest.fixture(scope="module")
+def server():
+    return running_app()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def set_number(page, label: str, value) -> None:
+    box = page.locator(f"input[aria-label='number input for {label}']")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def rgb(css: str) -> tuple[int, int, int]:
+    return tuple(int(x) for x in re.findall(r"\d+", css)[:3])
+
+
+def test_race_walkthrough_and_screenshot(server, browser):
+    assert server.first_page_s < 60, f"first page took {server.first_page_s:.1f} s"
+    assert "Loading SmolLM2-135M-Instruct" in server.config_at_first_page  # the first page says it is loading
+    print(f"\nfirst page served {server.first_page_s:.1f} s after the command")
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    other = browser.new_page(viewport={"width": 1000, "height": 800})  # a second session
+    page.goto(server.url)
+    other.goto(server.url)
+    page.wait_for_selector("#gm-run:not([disabled])", timeout=MODEL_READY_S)
+    banner = page.inner_text("#gm-banner")
+    assert "Ready" in banner, banner
+    random_drafter = "random weights" in banner
+
+    # A race with HTML and emoji in the prompt (and likely in the answer) and a few tokens.
+    page.fill("#gm-prompt textarea", "In one sentence, what does the <b> tag do in HTML? 🦊")
+    page.click("text=Settings")
+    set_number(page, "Max new tokens", 16)
+    page.click("#gm-run")
+    page.wait_for_selector("#gm-result .gm-result", timeout=RUN_S)
+    result = page.inner_text("#gm-result")
+    assert "Speedup" in result and "identical" in result, result
+    assert page.locator("#gm-vanilla .tok").count() >= 2
+    assert page.locator("#gm-gumiho .tok").count() >= 2
+    assert page.locator("#gm-gumiho .tok.h-target").count() >= 1  # the target's own tokens, neutral
+    # The model's text is shown as text: no element of the page comes from it.
+    assert page.evaluate("() => !document.querySelector('.prose.gm-tokens b, .prose.gm-tokens script')")
+    v_text = page.inner_text("#gm-vanilla .prose")
+    g_text = page.inner_text("#gm-gumiho .prose")
+    assert v_text.strip() and v_text == g_text  # greedy: the same text, token for token
+
+    # Colours by head: accepted drafts when the drafter is trained, rejected ghosts always.
+    page.check("#gm-ghosts input")
+    page.wait_for_selector("#gm-gumiho s.ghost.h-serial", timeout=30_000)
+    ghost = page.locator("#gm-gumiho s.ghost.h-serial").first
+    r, g, b = rgb(ghost.evaluate("e => getComputedStyle(e).borderTopColor"))
+    assert b > r, "serial positions are drawn in the blue family"
+    if not random_drafter:
+        assert page.locator("#gm-gumiho span.tok.h-serial").count() >= 1
+        r, g, b = rgb(page.locator("#gm-gumiho span.tok.h-serial").first.evaluate(
+            "e => getComputedStyle(e).backgroundColor"))
+        assert b > r
+    assert "draft position" in page.locator("#gm-gumiho s.ghost").first.get_attribute("title")
+    # Live figures and plots.
+    for sel in ("#gm-acc-plot", "#gm-hist-plot", "#gm-speed-plot"):
+        assert page.locator(f"{sel} .main-svg").count() >= 1, sel
+    assert page.locator("#gm-acc-plot text:has-text('unconditional')").count() >= 1
+    assert page.locator("#gm-acc-plot text:has-text('conditional')").count() >= 2
+    for sel in ("#gm-vanilla-stats", "#gm-gumiho-stats"):
+        stats = page.inner_text(sel)
+        for word in ("tokens/s", "tau", "target forwards", "elapsed"):
+            assert word in stats, (sel, stats)
+    page.screenshot(path=SCREENSHOT, full_page=True)
+
+    # The second session saw none of it.
+    assert other.locator("#gm-gumiho .tok").count() == 0
+    assert other.locator("#gm-vanilla .tok").count() == 0
+
+    # Bad input: an empty prompt is refused with a message, the app keeps going.
+    page.fill("#gm-prompt textarea", "   ")
+    page.click("#gm-run")
+    page.wait_for_selector("#gm-status:has-text('prompt is empty')", timeout=60_000)
+    page.wait_for_selector("#gm-run:not([disabled])", timeout=60_000)
+    page.fill("#gm-prompt textarea", "Count from one to one hundred in words.")
+
+    # Stop ends both columns.
+    set_number(page, "Max new tokens", 400)
+    page.click("#gm-run")
+    page.wait_for_selector("#gm-stop:not([disabled])", timeout=30_000)
+    page.wait_for_timeout(1500)
+    page.click("#gm-stop")
+    page.wait_for_selector("#gm-result .gm-result.stopped", timeout=RUN_S)
+    page.wait_for_selector("#gm-run:not([disabled])", timeout=60_000)
+
+    # The walkthrough: generate, then one step forward.
+    page.click("button[role=tab]:has-text('Walkthrough')")
+    page.fill("#gm-walk-prompt textarea", "Name three colours.")
+    page.click("#gm-walk-run")
+    page.wait_for_selector("#gm-walk-head .walk-head", timeout=RUN_S)
+    head = page.inner_text("#gm-walk-head")
+    assert head.startswith("Verify step 1 of"), head
+    n_steps = int(re.search(r"of (\d+)", head).group(1))
+    assert page.locator("#gm-walk-tree .main-svg").count() >= 1
+    assert page.locator("#gm-walk-tree text:has-text('target:')").count() >= 1
+    assert page.locator("#gm-walk-table tr").count() >= 2
+    if n_steps > 1:
+        page.click("#gm-walk-next")
+        page.wait_for_selector("#gm-walk-head:has-text('Verify step 2 of')", timeout=30_000)
+    assert page.locator("#gm-walk-text .current-step").count() == 1
+    page.close()
+    other.close()

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
 
 import torch
-from transformers import DynamicCache
 
 from .errors import GumihoError
 from .events import EmittedToken, RejectedToken, StepEvent
-from .kvcache import keep_tree_entries
+from .kvcache import keep_tree_entries, new_cache
 from .metrics import GenerationStats, summarize
 from .models import Target
 from .tree import DraftTree, TreeSettings, verify_inputs
@@ -131,7 +130,7 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
     session = drafter.new_session() if drafter is not None else None
     cfg = drafter.cfg if drafter is not None else None
     with torch.inference_mode():
-        cache = DynamicCache()
+        cache = new_cache()
         ids = torch.tensor([prompt_ids], dtype=torch.long, device=dev)
         pos = torch.arange(n_prompt, device=dev)[None]
         hidden, logits = target.forward(ids, pos, None, cache)
@@ -172,8 +171,9 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
             else:
                 ids, pos, mask = verify_inputs(tree, past, dev, target.dtype)
                 hidden, logits = target.forward(ids, pos, mask, cache)
+            children = tree.children()
             if greedy:
-                acc = accept_greedy(tree, logits)
+                acc = accept_greedy(tree, logits, children=children)
             else:
                 probs = process_logits(logits, settings.temperature, settings.top_p, settings.top_k).cpu()
                 acc = accept_sampling(tree, probs, gen)
@@ -195,9 +195,8 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
                 else:
                     emitted.append(EmittedToken(tok, 0, "target", None))
             stop_node = acc.path[-1] if acc.path else 0
-            children = tree.children()[stop_node]
             rejected = [RejectedToken(tree.tokens[c], tree.depths[c], cfg.head_kind(tree.depths[c]), tree.probs[c])
-                        for c in children] if cfg is not None else []
+                        for c in children[stop_node]] if cfg is not None else []
             produced += len(toks)
             yield StepEvent(step=step, emitted=emitted, accepted_length=len(acc.path), rejected=rejected,
                             drafted=len(tree) - 1, draft_s=td - ts, verify_s=tv - td, elapsed_s=tv - t0,

@@ -37,6 +37,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .cpulinear import linear
 from .errors import GumihoError
 
 DRAFTER_KINDS = ("gumiho", "serial", "parallel")
@@ -153,6 +154,48 @@ def apply_rope(x, cos, sin):
     return x * cos + rotated * sin
 
 
+class GrowingKV:
+    """One layer's keys and values while drafting, kept in buffers [B, kv heads, cap,
+    head_dim] with room to grow, so that attending over the context appends in place
+    instead of concatenating it into new tensors at every call.
+
+    Entries ``[0, length)`` are the accepted context. ``append`` writes at ``end`` and
+    returns views of ``[0, end)``; draft-tree rows appended after the context stay
+    until ``rewind`` (``end = length``), and ``commit`` makes what was appended part
+    of the context."""
+
+    def __init__(self):
+        self.k = self.v = None
+        self.length = 0
+        self.end = 0
+
+    def rewind(self):
+        self.end = self.length
+
+    def commit(self):
+        self.length = self.end
+
+    def append(self, k: torch.Tensor, v: torch.Tensor):
+        n, t = self.end, k.shape[2]
+        if (self.k is None or n + t > self.k.shape[2] or self.k.shape[:2] != k.shape[:2] or self.k.dtype != k.dtype
+                or (self.k.is_inference() and not torch.is_inference_mode_enabled())):  # then it cannot be written
+            cap = max(256, 2 * (n + t))
+            bk = k.new_empty(k.shape[0], k.shape[1], cap, k.shape[3])
+            bv = v.new_empty(v.shape[0], v.shape[1], cap, v.shape[3])
+            if n:
+                bk[:, :, :n] = self.k[:, :, :n]
+                bv[:, :, :n] = self.v[:, :, :n]
+            self.k, self.v = bk, bv
+        self.k[:, :, n:n + t] = k
+        self.v[:, :, n:n + t] = v
+        self.end = n + t
+        return self.k[:, :, :self.end], self.v[:, :, :self.end]
+
+    def context(self):
+        """(k, v) of the accepted context, [B, kv heads, length, head_dim] views."""
+        return self.k[:, :, :self.length], self.v[:, :, :self.length]
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: DrafterConfig):
         super().__init__()
@@ -173,13 +216,18 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos[:, None], sin[:, None]), apply_rope(k, cos[:, None], sin[:, None])
         new_kv = (k, v)
-        if past_kv is not None:
+        if isinstance(past_kv, GrowingKV):
+            k, v = past_kv.append(k, v)
+        elif past_kv is not None:
             k = torch.cat([past_kv[0], k], dim=2)
             v = torch.cat([past_kv[1], v], dim=2)
         rep = cfg.num_attention_heads // cfg.num_key_value_heads
-        if rep > 1:
+        if rep > 1 and torch.is_grad_enabled():
             k = k.repeat_interleave(rep, dim=1)
             v = v.repeat_interleave(rep, dim=1)
+        elif rep > 1:  # no autograd: the kernel shares each key/value head with its query heads, no copies
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+            return self.o_proj(out.transpose(1, 2).reshape(b, t, -1)), new_kv
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1)), new_kv
 
@@ -298,7 +346,7 @@ class Drafter(nn.Module):
     def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits over the draft vocabulary only; index into ``draft_vocab_ids``."""
         self._require_target()
-        return hidden.to(self._draft_head_weight.dtype) @ self._draft_head_weight.T
+        return linear(hidden.to(self._draft_head_weight.dtype), self._draft_head_weight)
 
     def set_draft_vocab(self, ids: torch.Tensor):
         ids = torch.as_tensor(ids, dtype=torch.long).flatten()
@@ -315,7 +363,9 @@ class Drafter(nn.Module):
 
     def transformer(self, x, positions, mask, past=None):
         """Run the serial layers. x [B,T,H], positions [B or 1,T], mask [.,1,T,P+T].
-        Returns output and per-layer new (k, v) of these T positions."""
+        ``past``: per layer, (k, v) of the P earlier positions, or a GrowingKV that
+        these positions are appended to. Returns output and per-layer new (k, v) of
+        these T positions."""
         cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta, x.dtype)
         new = []
         for i, layer in enumerate(self.layers):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .drafter import Drafter, causal_mask
+from .cpulinear import pack_linears
+from .drafter import Drafter, GrowingKV, causal_mask
 from .tree import DraftTree, TreeSettings, select_nodes, tree_from_candidates
 
 
@@ -18,12 +19,19 @@ class DraftSession:
     drafts a tree below the current root token."""
 
     def __init__(self, drafter: Drafter):
+        if drafter.fc.weight.device.type == "cpu":
+            pack_linears(drafter)  # pre-packed weights for the few-row products of drafting
         self.drafter = drafter
         self.cfg = drafter.cfg
-        self.kv = None  # per layer (k, v) [1, nkv, L, hd] over the accepted context
+        self._kv: list[GrowingKV] | None = None  # per layer, k/v over the accepted context
         self.length = 0  # context positions processed
         self.last_out = None  # drafter output at the last context position: its guess of the next hidden state
         self.last_input = None  # fc input at the last context position, u_{n-1}
+
+    @property
+    def kv(self):
+        """Per layer (k, v) [1, nkv, L, hd] over the accepted context (views), or None."""
+        return None if self._kv is None else [g.context() for g in self._kv]
 
     @torch.no_grad()
     def extend(self, hidden: torch.Tensor, next_ids: torch.Tensor):
@@ -37,11 +45,13 @@ class DraftSession:
             return
         t = u.shape[1]
         pos = torch.arange(self.length, self.length + t, device=u.device)[None]
-        out, new = d.transformer(u, pos, causal_mask(t, self.length, u.device), self.kv)
-        if self.kv is None:
-            self.kv = new
-        else:
-            self.kv = [(torch.cat([pk, nk], 2), torch.cat([pv, nv], 2)) for (pk, pv), (nk, nv) in zip(self.kv, new)]
+        if self._kv is None:
+            self._kv = [GrowingKV() for _ in range(self.cfg.num_layers)]
+        for g in self._kv:
+            g.rewind()  # drop the last draft tree's rows
+        out, _ = d.transformer(u, pos, causal_mask(t, self.length, u.device), self._kv)
+        for g in self._kv:
+            g.commit()
         self.length += t
         self.last_out = out[0, -1]
 
@@ -66,91 +76,84 @@ class DraftSession:
         vocab = d.draft_vocab_ids
         dev = self.last_input.device
 
-        # Candidate pool (parents index the pool, -1 = child of the root).
+        # Candidate pool (parents index the pool, -1 = child of the root), as Python
+        # lists filled a whole depth at a time. Each top-k result is read off the device
+        # once (.tolist()), never element by element (one sync per element on a GPU).
         c_tok: list[int] = []
         c_par: list[int] = []
         c_dep: list[int] = []
         c_prob: list[float] = []
         c_score: list[float] = []
 
-        # Candidates arrive as Python numbers: each top-k result is read off the device
-        # once (.tolist()), never element by element (one sync per element on a GPU).
-        def add(tok, par, dep, prob, score):
-            c_tok.append(tok)
-            c_par.append(par)
-            c_dep.append(dep)
-            c_prob.append(prob)
-            c_score.append(score)
-            return len(c_tok) - 1
-
         S = min(cfg.serial_positions, depth_cap)
-        # Beam entries: (pool index, fc input u of that node or None, parent output).
         if S >= 1:
             logp = F.log_softmax(d.draft_logits(self.last_out).float(), -1)
             top = torch.topk(logp, min(settings.top_k, logp.numel()))
-            beam = []
-            for lp, pr, tok in zip(top.values.tolist(), torch.exp(top.values).tolist(), vocab[top.indices].tolist()):
-                beam.append({"idx": add(tok, -1, 1, pr, lp), "parent_out": self.last_out,
-                             "u_parent": self.last_input, "anc_rows": []})
-            # Tree part of the drafter's KV: per layer, k/v of every node run so far.
-            tree_kv = None
-            run_nodes: list[dict] = []  # node dicts whose k/v rows are in tree_kv, in order
+            n1 = top.values.numel()
+            c_tok += vocab[top.indices].tolist()
+            c_par += [-1] * n1
+            c_dep += [1] * n1
+            c_prob += torch.exp(top.values).tolist()
+            c_score += top.values.tolist()
+            # The beam, one entry per path: its pool index, the drafter output it was
+            # drawn from [B, H], the fc input of its parent [B, H], and the rows of the
+            # tree part of the drafter's KV holding its ancestors.
+            beam = list(range(n1))
+            parent_out = self.last_out.expand(n1, -1)
+            u_parent = self.last_input.expand(n1, -1)
+            anc_rows: list[list[int]] = [[] for _ in beam]
+            # The tree part of the drafter's KV: the k/v rows of every tree node run so
+            # far are appended after the context (and dropped by the next extend).
+            if self._kv is not None:
+                for g in self._kv:
+                    g.rewind()
+            n_prev = 0  # tree rows so far
+            L = self.length
             for depth in range(2, S + 1):
-                toks = torch.tensor([c_tok[b["idx"]] for b in beam], device=dev)
-                parent_out = torch.stack([b["parent_out"] for b in beam])
-                u = d.project(parent_out[None], toks[None])  # [1, B, H]
-                for k, b in enumerate(beam):
-                    b["u"] = u[0, k]
-                n_prev = len(run_nodes)
                 B = len(beam)
+                toks = torch.tensor([c_tok[i] for i in beam], device=dev)
+                u = d.project(parent_out[None], toks[None])  # [1, B, H]
                 # Mask: context all visible; earlier tree rows visible only if ancestors; self visible.
-                allowed = torch.zeros(B, self.length + n_prev + B, dtype=torch.bool, device=dev)
-                allowed[:, : self.length] = True
-                for k, b in enumerate(beam):
-                    for r in b["anc_rows"]:
-                        allowed[k, self.length + r] = True
-                    allowed[k, self.length + n_prev + k] = True
-                past = None
-                if self.kv is not None:
-                    past = self.kv if tree_kv is None else [
-                        (torch.cat([ck, tk], 2), torch.cat([cv, tv], 2)) for (ck, cv), (tk, tv) in zip(self.kv, tree_kv)]
-                pos = torch.full((1, B), self.length + depth - 2, device=dev)
-                out, new = d.transformer(u, pos, allowed[None, None], past)
-                tree_kv = new if tree_kv is None else [
-                    (torch.cat([tk, nk], 2), torch.cat([tv, nv], 2)) for (tk, tv), (nk, nv) in zip(tree_kv, new)]
-                for k, b in enumerate(beam):
-                    b["row"] = n_prev + k
-                    run_nodes.append(b)
+                allowed = torch.zeros(B, L + n_prev + B, dtype=torch.bool, device=dev)
+                allowed[:, :L] = True
+                flat = [k * (L + n_prev + B) + L + r for k, rows in enumerate(anc_rows) for r in rows]
+                flat += [k * (L + n_prev + B) + L + n_prev + k for k in range(B)]
+                allowed.view(-1)[torch.tensor(flat, device=dev)] = True
+                pos = torch.full((1, B), L + depth - 2, device=dev)
+                out, _ = d.transformer(u, pos, allowed[None, None], self._kv)
                 logp = F.log_softmax(d.draft_logits(out[0]).float(), -1)  # [B, V']
                 top = torch.topk(logp, min(settings.top_k, logp.shape[-1]), dim=-1)
-                base = torch.tensor([c_score[b["idx"]] for b in beam], device=dev)
+                base = torch.tensor([c_score[i] for i in beam], device=dev)
                 cum = (top.values + base[:, None]).flatten()
                 order = torch.argsort(cum, descending=True)
-                tok_l, prob_l, cum_l = vocab[top.indices].tolist(), torch.exp(top.values).tolist(), cum.tolist()
-                new_beam = []
                 kk = top.values.shape[1]
-                for rank, flat in enumerate(order.tolist()):
-                    bi, ki = divmod(flat, kk)
-                    parent = beam[bi]
-                    idx = add(tok_l[bi][ki], parent["idx"], depth, prob_l[bi][ki], cum_l[flat])
-                    if rank < settings.top_k:
-                        new_beam.append({"idx": idx, "parent_out": out[0, bi], "u_parent": parent["u"],
-                                         "anc_rows": parent["anc_rows"] + [parent["row"]]})
-                beam = new_beam
+                src = torch.div(order, kk, rounding_mode="floor")  # beam entry of each ranked candidate
+                start = len(c_tok)
+                c_tok += vocab[top.indices].flatten()[order].tolist()
+                c_prob += torch.exp(top.values).flatten()[order].tolist()
+                c_score += cum[order].tolist()
+                src_l = src.tolist()
+                c_par += [beam[b] for b in src_l]
+                c_dep += [depth] * len(src_l)
+                survivors = src[: settings.top_k]  # the new beam: the best top_k candidates
+                survivors_l = src_l[: settings.top_k]
+                beam = list(range(start, start + len(survivors_l)))
+                parent_out = out[0, survivors]
+                u_parent = u[0, survivors]
+                anc_rows = [anc_rows[b] + [n_prev + b] for b in survivors_l]
+                n_prev += B
             if S < depth_cap and cfg.mlp_heads:
-                toks = torch.tensor([c_tok[b["idx"]] for b in beam], device=dev)
-                parent_out = torch.stack([b["parent_out"] for b in beam])
+                toks = torch.tensor([c_tok[i] for i in beam], device=dev)
                 u_last = d.project(parent_out[None], toks[None])[0]  # [B, H]
-                u_prev = torch.stack([b["u_parent"] for b in beam])
-                head_in = torch.cat([u_prev, u_last], -1) if cfg.head_inputs == 2 else u_last
-                mlp_roots = [(b["idx"], c_score[b["idx"]]) for b in beam]
+                head_in = torch.cat([u_parent, u_last], -1) if cfg.head_inputs == 2 else u_last
+                mlp_roots = [(i, c_score[i]) for i in beam]
             else:
                 head_in, mlp_roots = None, []
         else:
             head_in = self.last_input[None]  # all-parallel: heads read the root's input
             mlp_roots = [(-1, 0.0)]
 
-        extension = []
+        chain_args = None
         if head_in is not None and mlp_roots:
             n_mlp = min(cfg.mlp_heads, depth_cap - S)
             head_out = torch.stack(d.run_heads(head_in)[:n_mlp], 1)  # [R, n_mlp, H]
@@ -165,37 +168,41 @@ class DraftSession:
                 cands = []
                 for pidx, r in mbeam:
                     base = 0.0 if pidx < 0 else c_score[pidx]
-                    for q in range(k):
-                        cands.append((base + top_lp[r][j][q], pidx, r, q))
+                    lps = top_lp[r][j]
+                    cands += [(base + lps[q], pidx, r, q) for q in range(k)]
                 cands.sort(key=lambda c: -c[0])
-                mbeam = []
-                for rank, (score, pidx, r, q) in enumerate(cands):
-                    idx = add(top_tok[r][j][q], pidx, depth, top_p[r][j][q], score)
-                    if rank < settings.mlp_keep:
-                        mbeam.append((idx, r))
+                start = len(c_tok)
+                c_tok += [top_tok[r][j][q] for _, _, r, q in cands]
+                c_par += [pidx for _, pidx, _, _ in cands]
+                c_dep += [depth] * len(cands)
+                c_prob += [top_p[r][j][q] for _, _, r, q in cands]
+                c_score += [score for score, _, _, _ in cands]
+                mbeam = [(start + rank, r) for rank, (_, _, r, _) in enumerate(cands[: settings.mlp_keep])]
             if settings.full_tree and settings.full_tree_tokens > 0:
-                extension = self._full_tree_chains(c_par, c_dep, c_score, mlp_roots, top_tok, top_p, S, n_mlp)
+                chain_args = (mlp_roots, top_tok, top_p, S, n_mlp)
 
         budget = settings.total_tokens
-        tree = tree_from_candidates(root_token, c_tok, c_par, c_dep, c_prob, c_score, budget)
-        if extension:
-            tree = self._extend_leaves(tree, root_token, c_tok, c_par, c_dep, c_prob, c_score, budget,
-                                       extension, settings.full_tree_tokens)
-        return tree
+        keep = select_nodes(c_score, c_par, budget)
+        extension = None
+        if chain_args is not None:
+            extension = self._extension(keep, c_par, c_dep, c_score, *chain_args, settings.full_tree_tokens)
+        return tree_from_candidates(root_token, c_tok, c_par, c_dep, c_prob, c_score, budget,
+                                    extension=extension, keep=keep)
 
     @staticmethod
-    def _full_tree_chains(c_par, c_dep, c_score, mlp_roots, top_tok, top_p, S, n_mlp):
-        """For every pool node at depth >= S that descends from an MLP root, the chain
-        of the heads' top-1 tokens for the depths below it: a continuation that costs
-        no drafting, because the heads already produced those distributions.
-        ``top_tok``/``top_p`` [R][n_mlp][k]: the heads' top tokens and probabilities."""
+    def _full_tree_chains(c_par, c_dep, c_score, mlp_roots, top_tok, top_p, S, n_mlp, only=None):
+        """For every pool node at depth >= S that descends from an MLP root (and is in
+        ``only``, when given), the chain of the heads' top-1 tokens for the depths below
+        it: a continuation that costs no drafting, because the heads already produced
+        those distributions. ``top_tok``/``top_p`` [R][n_mlp][k]: the heads' top tokens
+        and probabilities. Best score first (pool order among equal scores)."""
         root_of = {idx: r for r, (idx, _) in enumerate(mlp_roots)}
         # MLP root of every pool node (parents precede children in the pool).
         node_root = [None] * len(c_par)
         for i, p in enumerate(c_par):
             node_root[i] = root_of[i] if i in root_of else (node_root[p] if p >= 0 else None)
         chains = []
-        for i in range(len(c_par)):
+        for i in (range(len(c_par)) if only is None else sorted(only)):
             if c_dep[i] < S or c_dep[i] >= S + n_mlp:
                 continue
             r = node_root[i]
@@ -208,22 +215,21 @@ class DraftSession:
         chains.sort(key=lambda c: -c[0])
         return [(i, chain) for _, i, chain in chains]
 
-    @staticmethod
-    def _extend_leaves(tree, root_token, c_tok, c_par, c_dep, c_prob, c_score, budget, chains, extra):
-        """Re-build the tree with full-tree chains under its best short leaves, adding
-        at most ``extra`` nodes."""
-        # Only chains below leaves of the base tree can be added: skip the others here,
-        # or they use up the extra budget and nothing gets added.
-        base = set(select_nodes(c_score, c_par, budget))
-        inner = {c_par[i] for i in base}
+    @classmethod
+    def _extension(cls, keep, c_par, c_dep, c_score, mlp_roots, top_tok, top_p, S, n_mlp, extra):
+        """The full-tree chains to hang below the best short leaves of the base tree
+        (pool nodes ``keep``), at most ``extra`` nodes in all: [(leaf, chain), ...]."""
+        # Only chains below leaves of the base tree can be added: the others would use
+        # up the extra budget and nothing would get added.
+        inner = {c_par[i] for i in keep}
+        leaves = [i for i in keep if i not in inner]
         chosen = []
         used = 0
-        for leaf, chain in chains:
+        for leaf, chain in cls._full_tree_chains(c_par, c_dep, c_score, mlp_roots, top_tok, top_p, S, n_mlp,
+                                                 only=leaves):
             if used >= extra:
                 break
-            if leaf not in base or leaf in inner:
-                continue
             chain = chain[: extra - used]
             chosen.append((leaf, chain))
             used += len(chain)
-        return tree_from_candidates(root_token, c_tok, c_par, c_dep, c_prob, c_score, budget, extension=chosen)
+        return chosen

@@ -10,7 +10,9 @@ from typing import Optional, Union
 
 import torch
 
+from .cpulinear import pack_linears
 from .errors import GumihoError
+from .treeattn import use_tree_attention
 
 DEFAULT_TARGET = "smollm2-135m-instruct"
 DEFAULT_TARGET_LABEL = "SmolLM2-135M-Instruct"
@@ -58,6 +60,20 @@ def pick_dtype(dtype: Optional[str], device: torch.device) -> torch.dtype:
     return table[dtype]
 
 
+_CACHE_KEYWORD: dict = {}
+
+
+def _cache_keyword(model_class) -> str:
+    """The name of the KV-cache argument of a base model's forward: transformers 5.x
+    renamed `past_key_values` to `cache`; accept both generations. Looked up once
+    per class (inspect.signature is slow next to a decode step's other work)."""
+    kw = _CACHE_KEYWORD.get(model_class)
+    if kw is None:
+        params = inspect.signature(model_class.forward).parameters
+        kw = _CACHE_KEYWORD[model_class] = "cache" if "cache" in params else "past_key_values"
+    return kw
+
+
 @dataclass
 class Target:
     """A target model ready for decoding: the HF model, its tokenizer, and what the
@@ -98,8 +114,7 @@ class Target:
         norm: what the LM head reads, and what the drafter is conditioned on) and the
         logits [T, V]."""
         base = self.model.base_model
-        # transformers 5.x renamed `past_key_values` to `cache`; accept both generations.
-        cache_kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+        cache_kw = _cache_keyword(type(base))
         out = base(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True, **{cache_kw: cache})
         hidden = out.last_hidden_state[0]
         return hidden, self.model.get_output_embeddings()(hidden)
@@ -194,6 +209,12 @@ def prepare_target(model, tokenizer, name: str, device=None, dtype=None) -> Targ
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
+    if torch.device(device).type == "cpu":
+        # Pre-packed float32 weights: a verify forward over a few rows then costs little
+        # more than a one-token forward (see gumiho.cpulinear); and tree attention that
+        # does not copy the KV cache per query head (see gumiho.treeattn).
+        pack_linears(model)
+        use_tree_attention(model)
     return Target(model=model, tokenizer=tokenizer, name=name, device=torch.device(device), dtype=dtype)
 
 

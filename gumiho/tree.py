@@ -109,18 +109,22 @@ class DraftTree:
         return self
 
 
-def ancestor_matrix(tree: DraftTree, device=None) -> torch.Tensor:
-    """[T, T] bool: entry (i, j) is True iff j is i or an ancestor of i.
+def _ancestor_lists(parents: list[int]) -> list[list[int]]:
+    """For each node, itself and its ancestors (root first). Parents come first, so
+    a node's list is its parent's plus itself."""
+    anc: list[list[int]] = []
+    for i, p in enumerate(parents):
+        anc.append(anc[p] + [i] if p >= 0 else [i])
+    return anc
 
-    Built row by row: a node sees what its parent sees, plus itself. Parents come
-    first, so each row is final when its children read it."""
+
+def ancestor_matrix(tree: DraftTree, device=None) -> torch.Tensor:
+    """[T, T] bool: entry (i, j) is True iff j is i or an ancestor of i."""
     t = len(tree)
-    m = torch.zeros(t, t, dtype=torch.bool)
-    for i in range(t):
-        p = tree.parents[i]
-        if p >= 0:
-            m[i] = m[p]
-        m[i, i] = True
+    flat = [i * t + j for i, a in enumerate(_ancestor_lists(tree.parents)) for j in a]
+    m = torch.zeros(t * t, dtype=torch.bool)
+    m[torch.tensor(flat, dtype=torch.long)] = True
+    m = m.view(t, t)
     return m.to(device) if device is not None else m
 
 
@@ -129,12 +133,14 @@ def verify_inputs(tree: DraftTree, past_len: int, device, dtype):
     [1,1,T,P+T] (0 where attention is allowed, a large negative value elsewhere) for
     one target forward over the whole tree after a cache of ``past_len`` tokens."""
     t = len(tree)
+    width = past_len + t
     ids = torch.tensor([tree.tokens], dtype=torch.long, device=device)
     pos = torch.tensor([[past_len + d for d in tree.depths]], dtype=torch.long, device=device)
-    allowed = torch.ones(t, past_len + t, dtype=torch.bool, device=device)
-    allowed[:, past_len:] = ancestor_matrix(tree, device)
-    mask = torch.zeros(t, past_len + t, dtype=dtype, device=device)
-    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    # Every cached position is visible; of the tree, a node's ancestors and itself.
+    flat = [i * width + past_len + j for i, a in enumerate(_ancestor_lists(tree.parents)) for j in a]
+    mask = torch.full((t, width), torch.finfo(dtype).min, dtype=dtype, device=device)
+    mask[:, :past_len] = 0
+    mask.view(-1)[torch.tensor(flat, dtype=torch.long, device=device)] = 0
     return ids, pos, mask[None, None]
 
 
@@ -169,11 +175,15 @@ def paths_by_leaf(tree: DraftTree) -> list[list[int]]:
 
 
 def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths, cand_probs, cand_scores,
-                         budget: int, extension: Optional[list] = None) -> DraftTree:
+                         budget: int, extension: Optional[list] = None,
+                         keep: Optional[list[int]] = None) -> DraftTree:
     """Build the DraftTree from a candidate pool. Candidate parents index the pool
     (-1 = child of the root). ``extension`` optionally lists extra (pool index of a
-    leaf, [(token, prob), ...]) chains appended below chosen leaves (full tree)."""
-    keep = select_nodes(cand_scores, cand_parents, budget)
+    leaf, [(token, prob), ...]) chains appended below chosen leaves (full tree).
+    ``keep``: ``select_nodes(cand_scores, cand_parents, budget)`` when the caller
+    already has it."""
+    if keep is None:
+        keep = select_nodes(cand_scores, cand_parents, budget)
     new_index = {old: k + 1 for k, old in enumerate(keep)}
     tree = DraftTree.root_only(root_token)
     for old in keep:
@@ -185,18 +195,27 @@ def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths
         tree.scores.append(float(cand_scores[old]))
         tree.full_tree.append(False)
     if extension:
-        for leaf_old, chain in extension:
-            if leaf_old not in new_index:
-                continue
-            parent = new_index[leaf_old]
-            if any(tree.parents[j] == parent for j in range(len(tree))):
-                continue  # not a leaf in the chosen tree
-            for tok, prob in chain:
+        has_children = set(tree.parents)
+        chains = []
+        for leaf, chain in extension:
+            node = new_index.get(leaf)
+            if node is None or node in has_children:
+                continue  # not a leaf of the chosen tree
+            chains.append((node, chain))
+            if chain:
+                has_children.add(node)
+        # Log-probabilities of every chain node at once (float32, as the drafter's own).
+        probs = [float(prob) for _, chain in chains for _, prob in chain]
+        logs = torch.log(torch.tensor([max(p, 1e-30) for p in probs], dtype=torch.float32)).tolist() if probs else []
+        n = 0
+        for parent, chain in chains:
+            for tok, _ in chain:
                 tree.tokens.append(int(tok))
                 tree.parents.append(parent)
                 tree.depths.append(tree.depths[parent] + 1)
-                tree.probs.append(float(prob))
-                tree.scores.append(tree.scores[parent] + float(torch.log(torch.tensor(max(prob, 1e-30)))))
+                tree.probs.append(probs[n])
+                tree.scores.append(tree.scores[parent] + logs[n])
                 tree.full_tree.append(True)
                 parent = len(tree) - 1
+                n += 1
     return tree

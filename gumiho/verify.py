@@ -53,10 +53,12 @@ def process_logits(logits: torch.Tensor, temperature: float, top_p: float = 1.0,
     return logits.softmax(-1)
 
 
-def accept_greedy(tree: DraftTree, logits: torch.Tensor) -> Acceptance:
-    """logits [T, V]: the target's logits at every tree node."""
+def accept_greedy(tree: DraftTree, logits: torch.Tensor, children: list[list[int]] | None = None) -> Acceptance:
+    """logits [T, V]: the target's logits at every tree node. ``children``:
+    ``tree.children()`` when the caller already has it."""
     choice = logits.argmax(-1).tolist()
-    children = tree.children()
+    if children is None:
+        children = tree.children()
     node, path, chosen = 0, [], []
     while True:
         y = choice[node]

@@ -308,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=192)
     p.add_argument("--shard-size", type=int, default=64, help="prompts per shard")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--model", default=None,
+                   help="target: hub id or local folder (default: the embedded SmolLM2-135M-Instruct)")
     args = p.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -317,10 +319,22 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    model, tokenizer = _load_target()
+    if args.model:
+        from gumiho.errors import GumihoError
+        from gumiho.models import load_target
+
+        try:
+            target = load_target(args.model, device="cpu", dtype="float32")
+        except GumihoError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        model, tokenizer, name = target.model, target.tokenizer, target.name
+    else:
+        model, tokenizer = _load_target()
+        name = TARGET_NAME
     try:
         manifest = run(model, tokenizer, args.prompts, args.out, limit=args.limit, batch_size=args.batch_size,
-                       max_new_tokens=args.max_new_tokens, shard_size=args.shard_size)
+                       max_new_tokens=args.max_new_tokens, shard_size=args.shard_size, model_name=name)
     except shards.DiskFullError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3

@@ -1,0 +1,57 @@
+"""Sweep draft-tree sizes for a drafter on this machine: tau (exact, independent of
+machine load) and the measured per-step cost ratio, interleaved with vanilla runs.
+
+    python scripts/tune_tree.py --drafter assets/drafters/smollm2-135m-gumiho \
+        --prompts benchmarks/prompts/mt_bench.jsonl --limit 5 --max-new-tokens 48
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from gumiho import GenerationSettings, TreeSettings, load_drafter, load_target, stream, summarize
+from gumiho.bench import load_prompts
+
+GRID = [
+    dict(total_tokens=3, depth=3, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=1),
+    dict(total_tokens=4, depth=4, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
+    dict(total_tokens=6, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
+    dict(total_tokens=8, depth=6, top_k=3, mlp_top_k=2, mlp_keep=4, full_tree_tokens=3),
+    dict(total_tokens=12, depth=6, top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
+    dict(total_tokens=20, depth=6, top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
+]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--drafter", required=True)
+    ap.add_argument("--prompts", required=True)
+    ap.add_argument("--limit", type=int, default=5)
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    args = ap.parse_args(argv)
+    target = load_target()
+    drafter = load_drafter(args.drafter, target)
+    prompts = [target.encode(p.text) for p in load_prompts(args.prompts, args.limit)]
+    rows = []
+    for grid in GRID:
+        tree = TreeSettings(**grid)
+        van_s = spec_s = 0.0
+        steps_all = []
+        for ids in prompts:
+            t0 = time.perf_counter()
+            list(stream(target, ids, None, GenerationSettings(max_new_tokens=args.max_new_tokens)))
+            van_s += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            steps_all += list(stream(target, ids, drafter, GenerationSettings(max_new_tokens=args.max_new_tokens,
+                                                                              tree=tree)))
+            spec_s += time.perf_counter() - t0
+        st = summarize(steps_all, drafter.cfg.max_depth)
+        rows.append({"tree": grid, "tau": round(st.tau, 3), "speedup": round(van_s / spec_s, 3),
+                     "acceptance": [round(a, 3) for a in st.acceptance_by_position()]})
+        print(json.dumps(rows[-1]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -59,9 +59,12 @@ class TreeSettings:
         """Trees sized for the device. A verify forward over k tokens costs little more
         than over one token on a GPU, but grows quickly on a CPU, so CPU trees are small."""
         if torch.device(device).type == "cuda":
-            # The paper's evaluation setting.
-            return cls(total_tokens=63, depth=6, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True, full_tree_tokens=8)
-        return cls()
+            # The paper's node budget and depth, with a smaller MLP branching so drafting stays cheap.
+            return cls(total_tokens=63, depth=7, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True, full_tree_tokens=8)
+        # CPU: chosen with scripts/tune_tree.py (shipped SmolLM2 drafter, 2 cores). Its
+        # acceptance beyond position 2 is near zero, so wider or deeper trees only add
+        # verify cost; a stronger drafter wants a larger tree.
+        return cls(total_tokens=6, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree=True, full_tree_tokens=2)
 
 
 @dataclass

@@ -27,6 +27,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bench", required=True, help="a gumiho.bench JSON that includes this drafter's method")
     ap.add_argument("--method", required=True)
     ap.add_argument("--data-note", default="")
+    ap.add_argument("--earlier", nargs="*", default=[],
+                    help="training_summary.json of earlier runs this one continued (their wall time is added)")
     args = ap.parse_args(argv)
     folder = Path(args.folder)
     s = json.loads((folder / "training_summary.json").read_text())
@@ -36,6 +38,9 @@ def main(argv=None) -> int:
     van = bench["methods"].get("vanilla")
     held = s.get("held_out", {})
     c = s["config"]
+    earlier = [json.loads(Path(p).read_text()) for p in args.earlier]
+    wall_min = (s["wall_s"] + sum(e["wall_s"] for e in earlier)) / 60
+    budget = int(round(c["epochs"] * s["train_tokens_per_epoch"]))
     size_mb = (folder / "model.safetensors").stat().st_size / 1e6
     card = f"""---
 license: apache-2.0
@@ -56,10 +61,10 @@ data (FR-Spec), which cover {100 * s['draft_vocab_coverage']:.1f}% of the held-o
 | parameters (embedding/LM head excluded) | {s['parameters'] / 1e6:.2f}M ({100 * s['parameters'] / s['target_parameters']:.1f}% of the target's {s['target_parameters'] / 1e6:.1f}M) |
 | file | {size_mb:.1f} MB, float16 safetensors |
 | training data | {c['data']} {args.data_note} |
-| token budget | {s['tokens_seen']:,} tokens seen ({s['train_tokens_per_epoch']:,} per epoch) |
+| token budget | {budget:,} tokens ({c['epochs']:g} epochs of {s['train_tokens_per_epoch']:,}) |
 | steps | {s['steps']} of {s['total_steps']} planned{' (stopped early by the time limit)' if s.get('stopped_early') else ''}, batch {c['batch_tokens']} padded tokens, lr {c['lr']}, AdamW, warm-up {c['warmup_steps']}, cosine |
 | loss | SmoothL1 on hidden states + {s['loss_config']['ce_weight']} x soft cross-entropy vs the target's distribution, position weight {s['loss_config']['position_decay']}^(d-1), input noise {s['loss_config']['noise']} |
-| wall time | {s['wall_s'] / 60:.1f} min on 2 CPU cores (shared with the other two drafters' runs) |
+| wall time | {wall_min:.1f} min on 2 CPU cores, shared with the other two drafters' runs{' (in ' + str(len(earlier) + 1) + ' runs, each continuing the last from its checkpoint)' if earlier else ''} |
 | held-out top-1 agreement by position | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
 
 Measured with `python -m gumiho.bench` ({bench['prompts']} prompts of `{Path(bench.get('prompts_file') or 'mt_bench').name}`,

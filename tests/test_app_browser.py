@@ -112,13 +112,15 @@ def test_race_walkthrough_and_screenshot(server, browser):
     page.click("#gm-run")
     page.wait_for_selector("#gm-status:has-text('prompt is empty')", timeout=60_000)
     page.wait_for_selector("#gm-run:not([disabled])", timeout=60_000)
-    page.fill("#gm-prompt textarea", "Count from one to one hundred in words.")
+    page.fill("#gm-prompt textarea", "Write a very long story about a dragon who learns to bake bread. "
+                                     "Make it at least two thousand words long.")
 
-    # Stop ends both columns.
-    set_number(page, "Max new tokens", 400)
+    # Stop ends both columns. (Clicked soon after the run starts: on a quiet machine a
+    # long answer still takes several seconds per column.)
+    set_number(page, "Max new tokens", 512)
     page.click("#gm-run")
     page.wait_for_selector("#gm-stop:not([disabled])", timeout=30_000)
-    page.wait_for_timeout(1500)
+    page.wait_for_timeout(200)
     page.click("#gm-stop")
     page.wait_for_selector("#gm-result .gm-result.stopped", timeout=RUN_S)
     page.wait_for_selector("#gm-run:not([disabled])", timeout=60_000)

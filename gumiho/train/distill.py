@@ -130,9 +130,10 @@ def generate_greedy(model, prompts: list[list[int]], max_new_tokens: int, eos_id
     for row, p in enumerate(prompts):  # left padding keeps every prompt's end aligned
         input_ids[row, width - len(p):] = torch.tensor(p)
         attention[row, width - len(p):] = 1
+    dev = next(model.parameters()).device
     out = model.generate(
-        input_ids=input_ids,
-        attention_mask=attention,
+        input_ids=input_ids.to(dev),
+        attention_mask=attention.to(dev),
         max_new_tokens=max_new_tokens,
         do_sample=False,
         temperature=None,
@@ -152,8 +153,8 @@ def generate_greedy(model, prompts: list[list[int]], max_new_tokens: int, eos_id
 @torch.inference_mode()
 def last_hidden(model, ids: list[int]) -> torch.Tensor:
     """Final-norm hidden states [T, H] of one unpadded sequence (the lm_head input)."""
-    x = torch.tensor([ids], dtype=torch.long)
-    return model.model(input_ids=x).last_hidden_state[0].float()
+    x = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)
+    return model.model(input_ids=x).last_hidden_state[0].float().cpu()
 
 
 # --------------------------------------------------------------------------- one shard
@@ -308,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=192)
     p.add_argument("--shard-size", type=int, default=64, help="prompts per shard")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (GPU: use a larger --batch-size)")
     p.add_argument("--model", default=None,
                    help="target: hub id or local folder (default: the embedded SmolLM2-135M-Instruct)")
     args = p.parse_args(argv)
@@ -324,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         from gumiho.models import load_target
 
         try:
-            target = load_target(args.model, device="cpu", dtype="float32")
+            target = load_target(args.model, device=args.device, dtype="float32")
         except GumihoError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -332,6 +334,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model, tokenizer = _load_target()
         name = TARGET_NAME
+        if args.device != "cpu":
+            from gumiho.errors import GumihoError
+            from gumiho.models import pick_device
+
+            try:
+                model.to(pick_device(args.device))
+            except GumihoError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
     try:
         manifest = run(model, tokenizer, args.prompts, args.out, limit=args.limit, batch_size=args.batch_size,
                        max_new_tokens=args.max_new_tokens, shard_size=args.shard_size, model_name=name)

@@ -12,14 +12,6 @@ from gumiho.models import pick_device, pick_dtype
 from helpers import tiny_target
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def target():
     return tiny_target("llama", ctx=16)

@@ -21,14 +21,6 @@ from gumiho.treeattn import NAME as TREE_ATTENTION
 from helpers import tiny_target
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 needs_packed = pytest.mark.skipif(not available(), reason="packed linear kernel unavailable in this build")
 
 

@@ -26,15 +26,6 @@ TREES = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # On a shared 2-core CPU, intra-op threads make each forward many times slower.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def target():
     return load_target(None, device="cpu")

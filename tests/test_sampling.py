@@ -40,15 +40,6 @@ CONFIGS = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Tiny models: intra-op threads only add synchronisation, which is very slow on a busy CPU.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def target():
     # This seed and init give spread next-token distributions (first token: max 0.29,

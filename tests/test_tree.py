@@ -16,15 +16,6 @@ from helpers import tiny_target
 VOCAB = 96
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Tiny models: intra-op threads only add synchronisation, which is very slow on a busy CPU.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def random_tree(rng: random.Random, n: int, vocab: int = VOCAB) -> DraftTree:
     """A random tree of n nodes (root included), parents-first. Parents are drawn
     mostly among the last few nodes so that trees are deep as well as wide."""

@@ -61,8 +61,8 @@ def encode(tokenizer, question: str, answer: str) -> tuple[list[int], list[int]]
                                           {"role": "assistant", "content": answer}], tokenize=False)
     p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     f_ids = tokenizer(full, add_special_tokens=False)["input_ids"]
-    if f_ids[: len(p_ids)] != p_ids:  # template renders the prefix differently: mask by length anyway
-        pass
+    # The answer starts where the rendered prompt ends; the mask is by length, which is
+    # right as long as the template renders the prompt as a prefix of the full chat.
     return f_ids, [0] * len(p_ids) + [1] * (len(f_ids) - len(p_ids))
 
 

@@ -410,24 +410,21 @@ def resolve_drafters(target: Target, methods: list[str], paths: dict, default_ta
 # ----------------------------------------------------------------------------- CLI
 
 
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {v}")
-    return v
+def _int_at_least(minimum: int):
+    """An argparse type: a whole number >= ``minimum``."""
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {v}")
+        return v
+    return parse
 
 
-def _nonneg_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {v}")
-    return v
+_positive_int = _int_at_least(1)
+_nonneg_int = _int_at_least(0)
 
 
 def _number(s: str) -> float:

@@ -176,7 +176,7 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
                 acc = accept_greedy(tree, logits, children=children)
             else:
                 probs = process_logits(logits, settings.temperature, settings.top_p, settings.top_k).cpu()
-                acc = accept_sampling(tree, probs, gen)
+                acc = accept_sampling(tree, probs, gen, children=children)
             kept = [0] + acc.path
             if len(tree) > 1:
                 keep_tree_entries(cache, past, kept)

@@ -70,9 +70,12 @@ def accept_greedy(tree: DraftTree, logits: torch.Tensor, children: list[list[int
         node = nxt
 
 
-def accept_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator | None) -> Acceptance:
-    """probs [T, V]: the target's processed distribution at every tree node."""
-    children = tree.children()
+def accept_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator | None,
+                    children: list[list[int]] | None = None) -> Acceptance:
+    """probs [T, V]: the target's processed distribution at every tree node. ``children``:
+    ``tree.children()`` when the caller already has it."""
+    if children is None:
+        children = tree.children()
     node, path, chosen = 0, [], []
     while True:
         p = probs[node].clone()

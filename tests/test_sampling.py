@@ -139,7 +139,7 @@ def test_speculative_sampling_matches_target_distribution(target, cfg):
     assert p > PASS_P, f"speculative sampling deviates from the target distribution (chi-square p={p:.2e})"
 
 
-def wrong_no_renormalisation(tree: DraftTree, probs: torch.Tensor, generator) -> Acceptance:
+def wrong_no_renormalisation(tree: DraftTree, probs: torch.Tensor, generator, children=None) -> Acceptance:
     """WRONG: accepts child c with probability p(c), without renormalising by the mass
     left after earlier rejections; the bonus comes from the residual as it should."""
     children = tree.children()
@@ -163,7 +163,7 @@ def wrong_no_renormalisation(tree: DraftTree, probs: torch.Tensor, generator) ->
             return Acceptance(path, y, chosen)
 
 
-def wrong_bonus_from_full_p(tree: DraftTree, probs: torch.Tensor, generator) -> Acceptance:
+def wrong_bonus_from_full_p(tree: DraftTree, probs: torch.Tensor, generator, children=None) -> Acceptance:
     """WRONG (the classic subtle bug): correct acceptance probabilities, but after all
     children are rejected the bonus is drawn from the full p instead of the residual."""
     children = tree.children()

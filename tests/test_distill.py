@@ -198,7 +198,8 @@ def test_accepted_formats(tmp_path):
 
 
 def test_cli_reports_bad_file_before_loading_model(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(distill, "_load_target", lambda: pytest.fail("model must not be loaded"))
+    import gumiho.models
+    monkeypatch.setattr(gumiho.models, "load_target", lambda *a, **k: pytest.fail("model must not be loaded"))
     f = tmp_path / "bad.jsonl"
     f.write_text("{not json\n")
     assert distill.main(["--prompts", str(f), "--out", str(tmp_path / "o")]) == 2

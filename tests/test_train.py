@@ -9,7 +9,7 @@ from gumiho import GumihoError
 from gumiho.drafter import Drafter
 from gumiho.train import shards
 from gumiho.train.__main__ import main as train_main
-from gumiho.train.loop import TrainConfig, _ckpt_path, train
+from gumiho.train.loop import TrainConfig, _ckpt_path, mixed_precision, train
 from gumiho.train.objective import LossConfig, draft_forward
 
 from helpers import tiny_target
@@ -46,16 +46,19 @@ def setup(tmp_path_factory):
 
 def cfg_for(data, out, kind="gumiho", **kw):
     base = dict(data=str(data), out=str(out), kind=kind, epochs=20, batch_tokens=400, max_len=64, lr=3e-3,
-                warmup_steps=2, draft_vocab=64, eval_fraction=0.1, checkpoint_every=1000, seed=0,
+                warmup_steps=2, draft_vocab=64, eval_fraction=0.1, checkpoint_every=1000, seed=0, precision="fp32",
                 loss=LossConfig(noise=0.05), drafter_overrides={"num_attention_heads": 4, "num_key_value_heads": 2})
     base.update(kw)
     return TrainConfig(**base)
 
 
-@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel"])
-def test_training_lowers_loss_and_saves_a_loadable_drafter(setup, tmp_path, kind):
+@pytest.mark.parametrize("kind,precision", [("gumiho", "fp32"), ("serial", "fp32"), ("parallel", "fp32"),
+                                            ("gumiho", "bf16")])
+def test_training_lowers_loss_and_saves_a_loadable_drafter(setup, tmp_path, kind, precision):
     target, data = setup
-    summary = train(cfg_for(data, tmp_path / kind, kind, max_steps=30), target.model, "tiny", {1}, log=lambda m: None)
+    summary = train(cfg_for(data, tmp_path / kind, kind, max_steps=30, precision=precision), target.model, "tiny", {1},
+                    log=lambda m: None)
+    assert summary["mixed_precision"] == ("bf16" if precision == "bf16" else "no")
     hist = [json.loads(l) for l in open(tmp_path / kind / "training_history.jsonl")]
     first = sum(h["loss"] for h in hist[:5]) / 5
     last = sum(h["loss"] for h in hist[-5:]) / 5
@@ -65,11 +68,13 @@ def test_training_lowers_loss_and_saves_a_loadable_drafter(setup, tmp_path, kind
     assert summary["held_out"]["top1_by_position"][0] > 0.05
 
 
-def test_resume_is_bit_for_bit(setup, tmp_path):
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_resume_is_bit_for_bit(setup, tmp_path, precision):
     target, data = setup
-    full = cfg_for(data, tmp_path / "full", max_steps=8, checkpoint_every=1000)
+    full = cfg_for(data, tmp_path / "full", max_steps=8, checkpoint_every=1000, precision=precision)
     train(full, target.model, "tiny", {1}, log=lambda m: None)
-    paused = cfg_for(data, tmp_path / "paused", max_steps=8, stop_at_step=3, checkpoint_every=1000)
+    paused = cfg_for(data, tmp_path / "paused", max_steps=8, stop_at_step=3, checkpoint_every=1000,
+                     precision=precision)
     train(paused, target.model, "tiny", {1}, log=lambda m: None)
     assert torch.load(_ckpt_path(paused.out), weights_only=False)["step"] == 3
     paused.stop_at_step = None
@@ -79,6 +84,13 @@ def test_resume_is_bit_for_bit(setup, tmp_path):
     assert a["step"] == b["step"] == 8
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
+
+
+def test_precision_choice():
+    assert mixed_precision("fp32") == "no" and mixed_precision("bf16") == "bf16"
+    assert mixed_precision("auto") in ("no", "bf16")
+    with pytest.raises(GumihoError, match="precision must be"):
+        mixed_precision("fp8")
 
 
 def test_serial_steps_see_only_context_and_own_chain(setup):

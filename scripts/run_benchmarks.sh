@@ -10,4 +10,5 @@ for set in mt_bench humaneval gsm8k alpaca qa sum; do
   "$PY" -m gumiho.bench --prompts "benchmarks/prompts/$set.jsonl" --limit "$LIMIT" --max-new-tokens "$MAX_NEW" \
     --methods vanilla,gumiho,serial,parallel --out "benchmarks/results/$set.json" --no-progress
 done
-"$PY" scripts/benchmark_report.py benchmarks/results/*.json --out BENCHMARKS.md --commands scripts/run_benchmarks.sh
+"$PY" scripts/benchmark_report.py benchmarks/results/*.json --out BENCHMARKS.md --commands scripts/run_benchmarks.sh \
+  --notes benchmarks/notes.md

@@ -29,6 +29,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data-note", default="")
     ap.add_argument("--earlier", nargs="*", default=[],
                     help="training_summary.json of earlier runs this one continued (their wall time is added)")
+    ap.add_argument("--interrupted-wall-s", type=float, default=0.0,
+                    help="wall time of an interrupted run (no summary; read from its log) that this run resumed")
     args = ap.parse_args(argv)
     folder = Path(args.folder)
     s = json.loads((folder / "training_summary.json").read_text())
@@ -39,7 +41,8 @@ def main(argv=None) -> int:
     held = s.get("held_out", {})
     c = s["config"]
     earlier = [json.loads(Path(p).read_text()) for p in args.earlier]
-    wall_min = (s["wall_s"] + sum(e["wall_s"] for e in earlier)) / 60
+    wall_min = (s["wall_s"] + sum(e["wall_s"] for e in earlier) + args.interrupted_wall_s) / 60
+    n_runs = 1 + len(earlier) + (args.interrupted_wall_s > 0)
     budget = int(round(c["epochs"] * s["train_tokens_per_epoch"]))
     size_mb = (folder / "model.safetensors").stat().st_size / 1e6
     card = f"""---
@@ -61,12 +64,12 @@ data (FR-Spec), which cover {100 * s['draft_vocab_coverage']:.1f}% of the held-o
 | parameters (embedding/LM head excluded) | {s['parameters'] / 1e6:.2f}M ({100 * s['parameters'] / s['target_parameters']:.1f}% of the target's {s['target_parameters'] / 1e6:.1f}M) |
 | file | {size_mb:.1f} MB, float16 safetensors |
 | training data | {c['data']} {args.data_note} |
-| token budget | {budget:,} tokens ({c['epochs']:g} epochs of {s['train_tokens_per_epoch']:,}) |
+| token budget | {budget:,} tokens ({c['epochs']:g} epoch{'' if c['epochs'] == 1 else 's'} of {s['train_tokens_per_epoch']:,}) |
 | steps | {s['steps']} of {s['total_steps']} planned{' (stopped early by the time limit)' if s.get('stopped_early') else ''}, batch {c['batch_tokens']} padded tokens, lr {c['lr']}, AdamW, warm-up {c['warmup_steps']}, cosine |
 | precision | {'bf16 autocast, float32 weights and optimizer' if s.get('mixed_precision') == 'bf16' else 'float32'} |
 | loss | SmoothL1 on hidden states + {s['loss_config']['ce_weight']} x soft cross-entropy vs the target's distribution, position weight {s['loss_config']['position_decay']}^(d-1), input noise {s['loss_config']['noise']} |
-| wall time | {wall_min:.1f} min on 2 CPU cores, shared with the other two drafters' runs{' (in ' + str(len(earlier) + 1) + ' runs, each continuing the last from its checkpoint)' if earlier else ''} |
-| held-out top-1 agreement by position | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
+| wall time | {wall_min:.1f} min on 2 CPU cores, shared with the other two drafters' runs while those ran{' (in ' + str(n_runs) + ' runs, each continuing the last from its checkpoint)' if n_runs > 1 else ''} |
+| held-out top-1 agreement with the target by position (the true tokens fed along the chain) | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
 
 Measured with `python -m gumiho.bench` ({bench['prompts']} prompts of `{Path(bench.get('prompts_file') or 'mt_bench').name}`,
 max_new_tokens {bench['max_new_tokens']}, temperature {bench['temperature']}, {bench['device']}):

@@ -128,3 +128,44 @@ def test_cli_rejects_bad_data(tmp_path, capsys):
     (bad / "shard_00000.safetensors").write_bytes(b"not a safetensors file")
     assert train_main(["--data", str(bad), "--out", str(tmp_path / "o")]) == 2
     assert "cannot be read" in capsys.readouterr().err
+
+
+def test_loss_matches_a_per_position_reference(setup):
+    """draft_loss computes the target's soft labels once per batch and looks them up
+    per draft position; check it against the plain per-position formula."""
+    import torch.nn.functional as F
+
+    from gumiho.drafter import DrafterConfig
+    from gumiho.train import data as tdata
+    from gumiho.train.objective import draft_loss
+
+    target, data = setup
+    seqs = tdata.load_sequences(str(data), 64)
+    cfg = DrafterConfig.for_target(target.model.config, "gumiho", target="tiny", num_attention_heads=4,
+                                   num_key_value_heads=2)
+    torch.manual_seed(0)
+    d = Drafter(cfg)
+    d.set_draft_vocab(torch.arange(64))
+    d.attach_target(target.model).eval()
+    batch = tdata.collate(seqs, list(range(5)), "cpu")
+    batch["loss_mask"][0, :10] = 0  # some prompt positions inside a sequence
+    loss_cfg = LossConfig(noise=0.0)
+    loss, info = draft_loss(d, batch, loss_cfg)
+
+    with torch.no_grad():
+        preds = draft_forward(d, batch["ids"], batch["hidden"])
+    L = batch["ids"].shape[1]
+    w = d._draft_head_weight.float()
+    total, wsum = 0.0, 0.0
+    for k, pred in enumerate(preds, start=1):
+        m = (batch["loss_mask"][:, k:] * batch["valid"][:, k:] * batch["valid"][:, : L - k]).bool()
+        if not m.any():
+            continue
+        p, tgt = pred[:, : L - k].float()[m], batch["hidden"].float()[:, k:][m]
+        ce = -((tgt @ w.T).softmax(-1) * (p @ w.T).log_softmax(-1)).sum(-1)
+        per = (F.smooth_l1_loss(p, tgt, reduction="none").mean(-1) + loss_cfg.ce_weight * ce).mean()
+        hit = ((p @ w.T).argmax(-1) == (tgt @ w.T).argmax(-1)).float().mean()
+        total += loss_cfg.position_decay ** (k - 1) * per
+        wsum += loss_cfg.position_decay ** (k - 1)
+        assert info["top1"][k - 1] == pytest.approx(float(hit), abs=1e-6)
+    assert float(loss.detach()) == pytest.approx(float(total / wsum), rel=1e-5)

@@ -103,6 +103,16 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig):
     preds = draft_forward(drafter, ids, hidden, loss_cfg.noise)
     hidden_f = hidden.float()
     w_draft = drafter._draft_head_weight.float()
+    # The target's distribution at position j is the same label for every draft
+    # position d that lands on j (anchor t = j - d), so compute it once per batch, for
+    # the answer positions only, and look rows up per d: row_of[b, j] indexes it.
+    answer = (loss_mask * valid).bool()
+    row_of = torch.full(answer.shape, -1, dtype=torch.long, device=answer.device)
+    row_of[answer] = torch.arange(int(answer.sum()), device=answer.device)
+    with torch.no_grad():
+        t_logits_all = hidden_f[answer] @ w_draft.T
+        t_prob_all = t_logits_all.softmax(-1)
+        t_top_all = t_logits_all.argmax(-1)
     total = hidden.new_zeros((), dtype=torch.float32)
     weight_sum = 0.0
     acc, counts, losses = [], [], []
@@ -125,10 +135,9 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig):
         # matmuls below run on those rows alone.
         sel = m.bool()
         p, tgt = p[sel], tgt[sel]
+        rows = row_of[:, d:][sel]  # every selected target position is an answer position
+        t_prob, t_top = t_prob_all[rows], t_top_all[rows]
         reg = F.smooth_l1_loss(p, tgt, reduction="none").mean(-1)
-        with torch.no_grad():
-            t_logits = tgt @ w_draft.T
-            t_prob = t_logits.softmax(-1)
         d_logp = (p @ w_draft.T).log_softmax(-1)
         ce = -(t_prob * d_logp).sum(-1)
         per = (reg + loss_cfg.ce_weight * ce).sum() / n
@@ -136,7 +145,7 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig):
         total = total + w * per
         weight_sum += w
         with torch.no_grad():
-            hit = (d_logp.argmax(-1) == t_logits.argmax(-1)).float()
+            hit = (d_logp.argmax(-1) == t_top).float()
             acc.append(float(hit.sum() / n))
             counts.append(int(n))
             losses.append(float(per))

@@ -39,10 +39,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from gumiho.models import DEFAULT_TARGET_LABEL
 from gumiho.train import shards
 from gumiho.train.inputs import Conversation, read_prompts
-
-TARGET_NAME = "SmolLM2-135M-Instruct"  # the name load_target gives the embedded default
 
 
 # --------------------------------------------------------------------------- prompts -> ids
@@ -188,7 +187,7 @@ _RUN_KEYS = ("model", "hidden_size", "prompts_sha256", "shard_size", "max_new_to
 
 def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limit: int | None = None,
         batch_size: int = 16, max_new_tokens: int = 192, shard_size: int = 64,
-        model_name: str = TARGET_NAME, progress: bool = True) -> dict:
+        model_name: str = DEFAULT_TARGET_LABEL, progress: bool = True) -> dict:
     """Distil every shard of ``prompts_file`` that is not already in ``out_dir``; return the manifest."""
     prompts_file = Path(prompts_file)
     out_dir = Path(out_dir)

@@ -137,7 +137,6 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     """Train a drafter of ``cfg.kind`` for ``target_model`` on the shards in
     ``cfg.data``; writes the drafter to ``cfg.out`` and returns a summary."""
     from accelerate import Accelerator
-
     from accelerate.state import AcceleratorState
 
     precision = mixed_precision(cfg.precision)
@@ -244,7 +243,8 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     report = evaluate(raw, eval_seqs, cfg.batch_tokens, cfg.loss, device) if eval_seqs else {}
     summary = {
         "kind": cfg.kind, "target": target_name, "steps": step, "total_steps": total_steps,
-        "stopped_early": stopped_early, "wall_s": wall, "mixed_precision": precision, "train_tokens_per_epoch": sum(len(s.ids) for s in train_seqs),
+        "stopped_early": stopped_early, "wall_s": wall, "mixed_precision": precision,
+        "train_tokens_per_epoch": sum(len(s.ids) for s in train_seqs),
         "tokens_seen": tokens_seen, "parameters": n_params, "target_parameters": n_target,
         "draft_vocab": len(vocab_ids), "draft_vocab_coverage": cover, "held_out": report,
         "config": {k: v for k, v in asdict(cfg).items() if k not in ("loss",)}, "loss_config": asdict(cfg.loss),

@@ -222,3 +222,15 @@ def test_build_prompts_is_seeded_mixed_and_unique():
     assert all(set(r) == {"id", "source", "prompt"} and r["prompt"].strip() for r in a)
     # shuffled, not grouped by source
     assert len({r["source"] for r in a[:20]}) > 1
+
+
+def test_text_data_skip_gives_the_next_paragraphs_with_the_same_questions(monkeypatch):
+    """`textdata --skip N` continues a data set made with `--limit N`: no paragraph
+    in common, and each paragraph keeps the question it gets in one long run."""
+    from gumiho.train import textdata
+    monkeypatch.setattr(textdata, "load_wiki_articles", lambda: [dict(a) for a in ARTICLES])
+    first = textdata.conversations(50, seed=1)
+    second = textdata.conversations(30, seed=1, skip=50)
+    assert textdata.conversations(80, seed=1) == first + second
+    assert not {a for _, a in first} & {a for _, a in second}
+    assert len(second) == 30

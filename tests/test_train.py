@@ -86,6 +86,30 @@ def test_resume_is_bit_for_bit(setup, tmp_path, precision):
         assert torch.equal(a["model"][k], b["model"][k]), k
 
 
+def test_init_from_continues_a_trained_drafter(setup, tmp_path):
+    """--init-from starts from the saved weights (not a fresh drafter: its first
+    losses are those of the trained one) and keeps their draft vocabulary; a
+    drafter of another kind is refused with a clear message."""
+    target, data = setup
+    first = train(cfg_for(data, tmp_path / "first", max_steps=30), target.model, "tiny", {1}, log=lambda m: None)
+    fresh_loss = json.loads(open(tmp_path / "first" / "training_history.jsonl").readline())["loss"]
+    more = train(cfg_for(data, tmp_path / "more", max_steps=3, warmup_steps=1, draft_vocab=32,
+                         init_from=str(tmp_path / "first")), target.model, "tiny", {1}, log=lambda m: None)
+    assert more["init_from"] == str(tmp_path / "first")
+    continued_loss = json.loads(open(tmp_path / "more" / "training_history.jsonl").readline())["loss"]
+    assert continued_loss < 0.9 * fresh_loss, (fresh_loss, continued_loss)
+    a = Drafter.load(str(tmp_path / "first"))
+    b = Drafter.load(str(tmp_path / "more"))
+    assert torch.equal(a.draft_vocab_ids, b.draft_vocab_ids) and b.cfg.draft_vocab_size == 64
+    assert more["held_out"]["top1_by_position"][0] >= first["held_out"]["top1_by_position"][0] - 0.05
+    with pytest.raises(GumihoError, match="does not fit this run.*kind: gumiho there, serial here"):
+        train(cfg_for(data, tmp_path / "wrong", kind="serial", max_steps=1, init_from=str(tmp_path / "first")),
+              target.model, "tiny", {1}, log=lambda m: None)
+    with pytest.raises(GumihoError, match="does not exist"):
+        train(cfg_for(data, tmp_path / "none", max_steps=1, init_from=str(tmp_path / "nowhere")),
+              target.model, "tiny", {1}, log=lambda m: None)
+
+
 def test_precision_choice():
     assert mixed_precision("fp32") == "no" and mixed_precision("bf16") == "bf16"
     assert mixed_precision("auto") in ("no", "bf16")

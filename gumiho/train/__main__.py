@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-fraction", type=float, default=0.03, help="held-out share of sequences")
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--init-from", default=None, metavar="DRAFTER_DIR",
+                   help="continue training a saved drafter (same --kind and target) on new data: its weights and "
+                        "draft vocabulary are kept, the optimizer and learning-rate schedule start fresh")
     p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
                    help="bf16 autocast (float32 weights and optimizer) or plain float32; auto: bf16 on a GPU that "
                         "supports it and on CPUs with native bf16 matmuls (AVX512-BF16/AMX), float32 elsewhere")
@@ -65,7 +68,7 @@ def main(argv=None) -> int:
             max_len=args.max_len, lr=args.lr, warmup_steps=args.warmup_steps, grad_clip=args.grad_clip,
             draft_vocab=args.draft_vocab or target.config.vocab_size, eval_fraction=args.eval_fraction,
             checkpoint_every=args.checkpoint_every, seed=args.seed, precision=args.precision, max_minutes=args.max_minutes,
-            max_steps=args.max_steps,
+            max_steps=args.max_steps, init_from=args.init_from,
             loss=LossConfig(ce_weight=args.ce_weight, position_decay=args.position_decay, noise=args.noise))
         summary = train(cfg, target.model, target.name, target.eos_ids, log=lambda m: print(m, flush=True))
         print(json.dumps({k: summary[k] for k in ("kind", "steps", "wall_s", "parameters", "held_out")}, indent=2))

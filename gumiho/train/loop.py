@@ -45,6 +45,7 @@ class TrainConfig:
     max_minutes: Optional[float] = None  # stop (with a checkpoint) after this much wall time
     max_steps: Optional[int] = None
     stop_at_step: Optional[int] = None  # pause here with a checkpoint; rerun to continue (schedule unchanged)
+    init_from: Optional[str] = None  # a saved drafter folder to continue training from (fresh optimizer/schedule)
     loss: LossConfig = field(default_factory=LossConfig)
     drafter_overrides: dict = field(default_factory=dict)
 
@@ -133,6 +134,21 @@ def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device) -> 
             "tau_estimate": 1 + sum(uncond), "conditional_check": conditional_acceptance(uncond)}
 
 
+def initial_drafter(folder: str, expected: DrafterConfig) -> Drafter:
+    """A saved drafter to continue training from, in float32, refused with a clear
+    message when it is not a drafter of the same kind for the same target shape."""
+    drafter = Drafter.load(folder, device="cpu", dtype=torch.float32)
+    have = drafter.cfg
+    fields = ("kind", "hidden_size", "vocab_size", "serial_positions", "mlp_heads", "num_layers",
+              "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "mlp_blocks")
+    differ = [f"{f}: {getattr(have, f)} there, {getattr(expected, f)} here" for f in fields
+              if getattr(have, f) != getattr(expected, f)]
+    if differ:
+        raise GumihoError(f"--init-from {folder} holds a drafter that does not fit this run ({'; '.join(differ)}); "
+                          "pick a drafter of the same --kind trained for this target.")
+    return drafter.train()
+
+
 def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], log=print) -> dict:
     """Train a drafter of ``cfg.kind`` for ``target_model`` on the shards in
     ``cfg.data``; writes the drafter to ``cfg.out`` and returns a summary."""
@@ -154,8 +170,15 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     if dcfg.hidden_size != hidden_size:
         raise GumihoError(f"The shards hold hidden states of size {hidden_size} but the target's hidden size is "
                           f"{dcfg.hidden_size}: the data was made with another model.")
-    drafter = Drafter(dcfg)
-    vocab_ids = tdata.draft_vocabulary(train_seqs, cfg.draft_vocab, dcfg.vocab_size, eos_ids)
+    if cfg.init_from:
+        drafter = initial_drafter(cfg.init_from, dcfg)
+        # Keep the draft vocabulary the weights were trained with: the heads' outputs
+        # were shaped for those tokens, and new data barely moves a frequency list.
+        vocab_ids = drafter.draft_vocab_ids.clone()
+        log(f"starting from the weights of {cfg.init_from} (optimizer and schedule start fresh)")
+    else:
+        drafter = Drafter(dcfg)
+        vocab_ids = tdata.draft_vocabulary(train_seqs, cfg.draft_vocab, dcfg.vocab_size, eos_ids)
     drafter.set_draft_vocab(vocab_ids)
     cover = tdata.coverage(eval_seqs or train_seqs, vocab_ids, dcfg.vocab_size)
     drafter.to(device)
@@ -243,7 +266,7 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     report = evaluate(raw, eval_seqs, cfg.batch_tokens, cfg.loss, device) if eval_seqs else {}
     summary = {
         "kind": cfg.kind, "target": target_name, "steps": step, "total_steps": total_steps,
-        "stopped_early": stopped_early, "wall_s": wall, "mixed_precision": precision,
+        "stopped_early": stopped_early, "wall_s": wall, "init_from": cfg.init_from, "mixed_precision": precision,
         "train_tokens_per_epoch": sum(len(s.ids) for s in train_seqs),
         "tokens_seen": tokens_seen, "parameters": n_params, "target_parameters": n_target,
         "draft_vocab": len(vocab_ids), "draft_vocab_coverage": cover, "held_out": report,

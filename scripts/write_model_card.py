@@ -101,7 +101,7 @@ data (FR-Spec), which cover {100 * s['draft_vocab_coverage']:.1f}% of the held-o
 | wall time | {wall_row} |
 | held-out top-1 agreement with the target by position ({'stage-2 held-out split, ' if stage1 else ''}the true tokens fed along the chain) | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
 
-Measured with `python -m gumiho.bench` ({bench['prompts']} prompts of `{Path(bench.get('prompts_file') or 'mt_bench').name}`,
+Measured with `python -m gumiho.bench` ({bench['prompts']} prompts of `{Path(bench.get('prompts_file') or 'mt_bench').name}`{', taken category by category' if str(bench.get('prompt_selection', '')).startswith('spread') else ''},
 max_new_tokens {bench['max_new_tokens']}, temperature {bench['temperature']}, {bench['device']}):
 
 | tau | acceptance at d = 1..7 | tokens/s | speedup vs vanilla |

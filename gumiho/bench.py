@@ -583,7 +583,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     record["drafter"] = labels.get("gumiho") or next((v for v in labels.values() if v), None)
     record["pair"] = args.model if entry else None
     record["prompts_file"] = os.path.basename(args.prompts)
-    record["prompt_selection"] = "first" if args.first_n or args.limit is None else "spread over categories"
+    record["prompt_selection"] = ("all" if args.limit is None else "first" if args.first_n
+                                  else "spread over categories")
     record["warnings"] = warnings
     print(format_table(record))
     if warnings:

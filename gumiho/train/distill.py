@@ -139,8 +139,10 @@ def last_hidden(model, ids: list[int]) -> torch.Tensor:
 
 
 def distill_conversations(model, tokenizer, convs: list[Conversation], batch_size: int, max_new_tokens: int,
-                          on_tokens=None) -> dict[str, torch.Tensor]:
-    """Generate answers for ``convs`` and return the packed shard tensors."""
+                          on_tokens=None, writer=None) -> dict[str, torch.Tensor]:
+    """Generate answers for ``convs`` and return the packed shard tensors. ``writer``
+    (default: ``model``) writes the answers; the hidden states always come from ``model``."""
+    writer = model if writer is None else writer
     eos_id = tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
     states = [_ConvState(c) for c in convs]
@@ -152,7 +154,7 @@ def distill_conversations(model, tokenizer, convs: list[Conversation], batch_siz
         order = sorted(range(len(active)), key=lambda i: len(prompts[i]))
         for start in range(0, len(order), batch_size):
             idx = order[start:start + batch_size]
-            answers = generate_greedy(model, [prompts[i] for i in idx], max_new_tokens, eos_id, pad_id)
+            answers = generate_greedy(writer, [prompts[i] for i in idx], max_new_tokens, eos_id, pad_id)
             for i, ans in zip(idx, answers):
                 active[i].add_answer(tokenizer, ans)
             if on_tokens is not None:
@@ -187,8 +189,10 @@ _RUN_KEYS = ("model", "hidden_size", "prompts_sha256", "shard_size", "max_new_to
 
 def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limit: int | None = None,
         batch_size: int = 16, max_new_tokens: int = 192, shard_size: int = 64,
-        model_name: str = DEFAULT_TARGET_LABEL, progress: bool = True) -> dict:
-    """Distil every shard of ``prompts_file`` that is not already in ``out_dir``; return the manifest."""
+        model_name: str = DEFAULT_TARGET_LABEL, progress: bool = True, writer=None) -> dict:
+    """Distil every shard of ``prompts_file`` that is not already in ``out_dir``; return the manifest.
+    ``writer``: a copy of the target in another precision that writes the answers (see
+    ``--write-dtype``); the hidden states are always ``model``'s."""
     prompts_file = Path(prompts_file)
     out_dir = Path(out_dir)
     convs = read_prompts(prompts_file)
@@ -209,6 +213,7 @@ def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limi
         "batch_size": batch_size,
         "max_new_tokens": max_new_tokens,
         "hidden_dtype": "float16",
+        "write_dtype": str(next((model if writer is None else writer).parameters()).dtype).replace("torch.", ""),
         "hidden_kind": "last_hidden_state after final norm (lm_head input)",
         "source_counts": dict(sorted(collections.Counter(c.source for c in convs).items())),
     }
@@ -258,7 +263,7 @@ def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limi
 
     for i in pending:
         chunk = convs[i * shard_size:(i + 1) * shard_size]
-        tensors = distill_conversations(model, tokenizer, chunk, batch_size, max_new_tokens, on_tokens)
+        tensors = distill_conversations(model, tokenizer, chunk, batch_size, max_new_tokens, on_tokens, writer)
         path = shards.shard_path(out_dir, i)
         shards.write_shard(path, tensors)
         manifest["shards"][path.name] = {
@@ -287,6 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=192)
     p.add_argument("--shard-size", type=int, default=64, help="prompts per shard")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--write-dtype", default="float32", choices=("float32", "bfloat16"),
+                   help="precision of the copy of the target that writes the answers. bfloat16 writes about "
+                        "1.4x faster on a CPU with native bf16 matmuls, and its greedy text can differ from "
+                        "float32's in places; the cached hidden states always come from the float32 target "
+                        "run over the text that was written")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (GPU: use a larger --batch-size)")
     p.add_argument("--model", default=None,
                    help="target: hub id or local folder (default: the embedded SmolLM2-135M-Instruct)")
@@ -310,9 +320,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     model, tokenizer, name = target.model, target.tokenizer, target.name
+    writer = None
+    if args.write_dtype != "float32":
+        import copy
+
+        writer = copy.deepcopy(model).to(getattr(torch, args.write_dtype)).eval()
     try:
         manifest = run(model, tokenizer, args.prompts, args.out, limit=args.limit, batch_size=args.batch_size,
-                       max_new_tokens=args.max_new_tokens, shard_size=args.shard_size, model_name=name)
+                       max_new_tokens=args.max_new_tokens, shard_size=args.shard_size, model_name=name,
+                       writer=writer)
     except shards.DiskFullError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3

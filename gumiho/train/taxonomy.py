@@ -25,7 +25,6 @@ Output: JSONL, one ``{"id", "source", "prompt"}`` per line, in a seeded shuffle.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 import subprocess
@@ -35,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from .inputs import PromptFileError, read_prompts
+from .prompts import write_jsonl
 
 # A prompt longer than this (question plus context) costs prefill time on the
 # CPU without teaching the drafter anything a shorter one would not.
@@ -100,6 +100,7 @@ def questions_of(text: str) -> list[str]:
 
 
 def _join(question: str, context) -> str:
+    # One-line questions get their stray spaces collapsed; multi-line ones (tables, lists) keep their layout.
     question = " ".join(question.split()) if "\n" not in question.strip() else question.strip()
     if isinstance(context, str) and context.strip():
         return f"{question}\n\n{context.strip()}"
@@ -174,12 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     if not records:
         print(f"error: no seed questions found in {args.repo} ({counts['files']} qna.yaml files)", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", encoding="utf-8") as f:
-        for rec in records:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    print(f"{counts['files']} qna.yaml files; {len(records)} prompts written to {out} "
+    write_jsonl(records, args.out)
+    print(f"{counts['files']} qna.yaml files; {len(records)} prompts written to {args.out} "
           f"({counts['overlapping']} left out for sharing {OVERLAP_WORDS} words with an excluded prompt, "
           f"{counts['too_long']} longer than {args.max_chars} characters)")
     return 0

@@ -78,6 +78,26 @@ def test_cached_hidden_matches_fresh_forward(model, tokenizer, tmp_path):
         assert int(logits[n - 1].argmax()) == int(ids[n])
 
 
+def test_batched_hidden_pass_matches_one_at_a_time(model, tokenizer, tmp_path):
+    """--hidden-batch-tokens: right-padded batches give every sequence the states of
+    its own unpadded forward, whatever the batch it lands in (lengths differ, one
+    sequence is longer than the token limit on its own)."""
+    gen = torch.Generator().manual_seed(1)
+    seqs = [torch.randint(3, 500, (n,), generator=gen).tolist() for n in (5, 17, 9, 40, 3, 17, 26)]
+    batched = distill.last_hidden_batched(model, seqs, max_tokens=36)
+    assert len(batched) == len(seqs)
+    for ids, got in zip(seqs, batched):
+        torch.testing.assert_close(got, distill.last_hidden(model, ids), atol=1e-5, rtol=1e-5)
+    src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS[:4]])
+    one = _run(model, tokenizer, src, tmp_path / "one", shard_size=4)
+    many = _run(model, tokenizer, src, tmp_path / "many", shard_size=4, hidden_batch_tokens=64)
+    assert many["hidden_batch_tokens"] == 64 and one["hidden_batch_tokens"] == 0
+    a = shards.load_shard(tmp_path / "one" / "shard_00000.safetensors")
+    b = shards.load_shard(tmp_path / "many" / "shard_00000.safetensors")
+    assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["loss_mask"], b["loss_mask"])
+    torch.testing.assert_close(a["hidden"].float(), b["hidden"].float(), atol=2e-3, rtol=2e-3)
+
+
 def test_multi_turn_keeps_generated_tokens(model, tokenizer, tmp_path):
     conv = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi."},
                          {"role": "assistant", "content": "ignored: the target answers itself"},

@@ -68,6 +68,15 @@ def test_training_lowers_loss_and_saves_a_loadable_drafter(setup, tmp_path, kind
     assert summary["held_out"]["top1_by_position"][0] > 0.05
 
 
+def assert_same_checkpoint(out_a, out_b, step: int):
+    """Both runs' checkpoints are at ``step`` with bit-identical drafter weights."""
+    a = torch.load(_ckpt_path(out_a), weights_only=False)
+    b = torch.load(_ckpt_path(out_b), weights_only=False)
+    assert a["step"] == b["step"] == step
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_resume_is_bit_for_bit(setup, tmp_path, precision):
     target, data = setup
@@ -79,11 +88,22 @@ def test_resume_is_bit_for_bit(setup, tmp_path, precision):
     assert torch.load(_ckpt_path(paused.out), weights_only=False)["step"] == 3
     paused.stop_at_step = None
     train(paused, target.model, "tiny", {1}, log=lambda m: None)
-    a = torch.load(_ckpt_path(full.out), weights_only=False)
-    b = torch.load(_ckpt_path(paused.out), weights_only=False)
-    assert a["step"] == b["step"] == 8
-    for k in a["model"]:
-        assert torch.equal(a["model"][k], b["model"][k]), k
+    assert_same_checkpoint(full.out, paused.out, step=8)
+
+
+def test_pause_in_warmup_then_set_the_length(setup, tmp_path):
+    """A run paused during warm-up (--stop-at-step) and continued with another
+    --max-steps ends bit-for-bit where a run given that length from the start ends:
+    the schedule reads the total only after warm-up. This is how a time-boxed run
+    measures its step time before choosing its length."""
+    target, data = setup
+    direct = cfg_for(data, tmp_path / "direct", max_steps=9, warmup_steps=5, checkpoint_every=1000)
+    train(direct, target.model, "tiny", {1}, log=lambda m: None)
+    probe = cfg_for(data, tmp_path / "probe", max_steps=1000, warmup_steps=5, stop_at_step=3, checkpoint_every=1000)
+    train(probe, target.model, "tiny", {1}, log=lambda m: None)
+    probe.stop_at_step, probe.max_steps = None, 9
+    train(probe, target.model, "tiny", {1}, log=lambda m: None)
+    assert_same_checkpoint(direct.out, probe.out, step=9)
 
 
 def test_init_from_continues_a_trained_drafter(setup, tmp_path):

@@ -29,6 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=float, default=2.0)
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this wall time, with a checkpoint")
+    p.add_argument("--stop-at-step", type=int, default=None,
+                   help="pause at this step with a checkpoint; rerunning the same command continues. The "
+                        "learning-rate schedule only depends on the total step count after warm-up, so a run "
+                        "paused during warm-up can be continued with another --max-steps or --epochs")
     p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch")
     p.add_argument("--max-len", type=int, default=512, help="sequences are cut into windows of this length")
     p.add_argument("--lr", type=float, default=5e-4)
@@ -68,7 +72,7 @@ def main(argv=None) -> int:
             max_len=args.max_len, lr=args.lr, warmup_steps=args.warmup_steps, grad_clip=args.grad_clip,
             draft_vocab=args.draft_vocab or target.config.vocab_size, eval_fraction=args.eval_fraction,
             checkpoint_every=args.checkpoint_every, seed=args.seed, precision=args.precision, max_minutes=args.max_minutes,
-            max_steps=args.max_steps, init_from=args.init_from,
+            max_steps=args.max_steps, stop_at_step=args.stop_at_step, init_from=args.init_from,
             loss=LossConfig(ce_weight=args.ce_weight, position_decay=args.position_decay, noise=args.noise))
         summary = train(cfg, target.model, target.name, target.eos_ids, log=lambda m: print(m, flush=True))
         print(json.dumps({k: summary[k] for k in ("kind", "steps", "wall_s", "parameters", "held_out")}, indent=2))

@@ -135,13 +135,48 @@ def last_hidden(model, ids: list[int]) -> torch.Tensor:
     return model.model(input_ids=x).last_hidden_state[0].float().cpu()
 
 
+@torch.inference_mode()
+def last_hidden_batched(model, seqs: list[list[int]], max_tokens: int) -> list[torch.Tensor]:
+    """``last_hidden`` of every sequence, several per forward.
+
+    Sequences are sorted by length and packed, right-padded, into batches of at
+    most ``max_tokens`` padded tokens. Right padding changes nothing for the real
+    tokens: under the causal mask a token never attends to anything after it, and
+    its position ids stay 0..n-1. The results equal the one-at-a-time forward up
+    to float rounding (other matrix shapes); on a GPU, where one short sequence
+    leaves the chip idle, this is many times faster."""
+    dev = next(model.parameters()).device
+    out: list[torch.Tensor | None] = [None] * len(seqs)
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    start = 0
+    while start < len(order):
+        # Lengths grow along ``order``, so the last row taken sets the padded width.
+        end = start + 1
+        while end < len(order) and len(seqs[order[end]]) * (end + 1 - start) <= max_tokens:
+            end += 1
+        rows = order[start:end]
+        width = len(seqs[rows[-1]])
+        x = torch.zeros((len(rows), width), dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, i in enumerate(rows):
+            x[r, :len(seqs[i])] = torch.tensor(seqs[i])
+            mask[r, :len(seqs[i])] = 1
+        hidden = model.model(input_ids=x.to(dev), attention_mask=mask.to(dev)).last_hidden_state.float().cpu()
+        for r, i in enumerate(rows):
+            out[i] = hidden[r, :len(seqs[i])].clone()
+        start = end
+    return out
+
+
 # --------------------------------------------------------------------------- one shard
 
 
 def distill_conversations(model, tokenizer, convs: list[Conversation], batch_size: int, max_new_tokens: int,
-                          on_tokens=None, writer=None) -> dict[str, torch.Tensor]:
+                          on_tokens=None, writer=None, hidden_batch_tokens: int = 0) -> dict[str, torch.Tensor]:
     """Generate answers for ``convs`` and return the packed shard tensors. ``writer``
-    (default: ``model``) writes the answers; the hidden states always come from ``model``."""
+    (default: ``model``) writes the answers; the hidden states always come from ``model``,
+    one unpadded sequence at a time, or batched (``hidden_batch_tokens`` > 0, see
+    ``last_hidden_batched``)."""
     writer = model if writer is None else writer
     eos_id = tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
@@ -159,11 +194,16 @@ def distill_conversations(model, tokenizer, convs: list[Conversation], batch_siz
                 active[i].add_answer(tokenizer, ans)
             if on_tokens is not None:
                 on_tokens(sum(len(a) for a in answers), 0)
-    hiddens = []
-    for s in states:
-        hiddens.append(last_hidden(model, s.ids))
+    if hidden_batch_tokens > 0:
+        hiddens = last_hidden_batched(model, [s.ids for s in states], hidden_batch_tokens)
         if on_tokens is not None:
-            on_tokens(0, 1)
+            on_tokens(0, len(states))
+    else:
+        hiddens = []
+        for s in states:
+            hiddens.append(last_hidden(model, s.ids))
+            if on_tokens is not None:
+                on_tokens(0, 1)
     return shards.pack_sequences([s.ids for s in states], [s.mask for s in states], hiddens)
 
 
@@ -189,7 +229,8 @@ _RUN_KEYS = ("model", "hidden_size", "prompts_sha256", "shard_size", "max_new_to
 
 def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limit: int | None = None,
         batch_size: int = 16, max_new_tokens: int = 192, shard_size: int = 64,
-        model_name: str = DEFAULT_TARGET_LABEL, progress: bool = True, writer=None) -> dict:
+        model_name: str = DEFAULT_TARGET_LABEL, progress: bool = True, writer=None,
+        hidden_batch_tokens: int = 0) -> dict:
     """Distil every shard of ``prompts_file`` that is not already in ``out_dir``; return the manifest.
     ``writer``: a copy of the target in another precision that writes the answers (see
     ``--write-dtype``); the hidden states are always ``model``'s."""
@@ -211,6 +252,7 @@ def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limi
         "n_prompts": len(convs),
         "shard_size": shard_size,
         "batch_size": batch_size,
+        "hidden_batch_tokens": hidden_batch_tokens,
         "max_new_tokens": max_new_tokens,
         "hidden_dtype": "float16",
         "write_dtype": str(next((model if writer is None else writer).parameters()).dtype).replace("torch.", ""),
@@ -263,7 +305,8 @@ def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limi
 
     for i in pending:
         chunk = convs[i * shard_size:(i + 1) * shard_size]
-        tensors = distill_conversations(model, tokenizer, chunk, batch_size, max_new_tokens, on_tokens, writer)
+        tensors = distill_conversations(model, tokenizer, chunk, batch_size, max_new_tokens, on_tokens, writer,
+                                        hidden_batch_tokens)
         path = shards.shard_path(out_dir, i)
         shards.write_shard(path, tensors)
         manifest["shards"][path.name] = {
@@ -297,12 +340,19 @@ def main(argv: list[str] | None = None) -> int:
                         "faster on a CPU with native bf16 matmuls, and its greedy text can differ from "
                         "float32's in places; the cached hidden states always come from the float32 target "
                         "run over the text that was written")
+    p.add_argument("--hidden-batch-tokens", type=int, default=0,
+                   help="run the hidden-state pass over several right-padded sequences at once, up to this many "
+                        "padded tokens per forward (0: one unpadded sequence at a time). Much faster on a GPU; "
+                        "the states agree with the one-at-a-time pass up to float rounding")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (GPU: use a larger --batch-size)")
     p.add_argument("--model", default=None,
                    help="target: hub id or local folder (default: the embedded SmolLM2-135M-Instruct)")
     args = p.parse_args(argv)
 
     torch.set_num_threads(args.threads)
+    if args.hidden_batch_tokens < 0:
+        print("error: --hidden-batch-tokens must be 0 or more", file=sys.stderr)
+        return 2
     try:
         # Fail on a bad prompt file before spending time loading the model.
         read_prompts(args.prompts)
@@ -328,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         manifest = run(model, tokenizer, args.prompts, args.out, limit=args.limit, batch_size=args.batch_size,
                        max_new_tokens=args.max_new_tokens, shard_size=args.shard_size, model_name=name,
-                       writer=writer)
+                       writer=writer, hidden_batch_tokens=args.hidden_batch_tokens)
     except shards.DiskFullError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3

@@ -252,7 +252,8 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         top1 = " ".join(f"{a:.2f}" for a in info["top1"])
         bar.set_postfix_str(f"loss {float(loss.detach()):.3f} top1 {top1}")
         bar.update(1)
-        history.append({"step": step, "loss": float(loss.detach()), "top1": info["top1"]})
+        history.append({"step": step, "loss": float(loss.detach()), "top1": info["top1"],
+                        "wall_s": round(time.time() - t_start, 3)})
         out_of_time = (cfg.max_minutes is not None and (time.time() - t_start) / 60 > cfg.max_minutes) or (
             cfg.stop_at_step is not None and step >= cfg.stop_at_step)
         if acc.is_main_process and (step % cfg.checkpoint_every == 0 or step == total_steps or out_of_time):

@@ -22,6 +22,7 @@ the same process.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -136,7 +137,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="alternating speculative/vanilla rounds")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     ap.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel"])
-    ap.add_argument("--total-tokens", type=int, default=None, help="tree size (default: TreeSettings())")
+    ap.add_argument("--total-tokens", type=int, default=None, help="tree size (default: the device's tree, TreeSettings.for_device)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -144,7 +145,10 @@ def main():
 
     target = g.load_target(None, device="cpu")
     drafter = make_drafter(g, target, args.kind)
-    settings = g.TreeSettings() if args.total_tokens is None else g.TreeSettings(total_tokens=args.total_tokens)
+    # The tree the engine uses on this device (what the benchmarks run), optionally resized.
+    settings = g.TreeSettings.for_device(target.device)
+    if args.total_tokens is not None:
+        settings = dataclasses.replace(settings, total_tokens=args.total_tokens)
     prompt_ids = target.encode(PROMPT)
     print(f"threads {torch.get_num_threads()}, prompt {len(prompt_ids)} tokens, {args.steps} steps x {args.rounds}, "
           f"{args.kind} drafter, {settings}")

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import torch
+
+# Run from a clone: the package is the folder above this one.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def benchmark_sequences(target, prompts_file: str, limit: int | None, max_new_tokens: int):

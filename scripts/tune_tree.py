@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 
-from gumiho import GenerationSettings, TreeSettings, load_drafter, load_target, stream, summarize
-from gumiho.bench import load_prompts
+# Run from a clone: the package is the folder above this one.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from gumiho import GenerationSettings, TreeSettings, load_drafter, load_target, stream, summarize  # noqa: E402
+from gumiho.bench import load_prompts  # noqa: E402
 
 GRID = [
     dict(total_tokens=4, depth=4, top_k=1, mlp_top_k=1, mlp_keep=1, full_tree_tokens=2),  # a chain

@@ -213,3 +213,22 @@ def test_loss_matches_a_per_position_reference(setup):
         wsum += loss_cfg.position_decay ** (k - 1)
         assert info["top1"][k - 1] == pytest.approx(float(hit), abs=1e-6)
     assert float(loss.detach()) == pytest.approx(float(total / wsum), rel=1e-5)
+
+    # exact_top1: agreement with the target's top token over the whole vocabulary.
+    # Same loss; the top-1 figure counts a miss wherever the target's true top token
+    # is not a draft token, however the two agree inside the draft vocabulary.
+    full = target.model.get_output_embeddings().weight.float()
+    exact_loss, exact = draft_loss(d, batch, loss_cfg, exact_top1=True)
+    assert float(exact_loss.detach()) == pytest.approx(float(loss.detach()), rel=1e-6)
+    outside = 0
+    for k, pred in enumerate(preds, start=1):
+        m = (batch["loss_mask"][:, k:] * batch["valid"][:, k:] * batch["valid"][:, : L - k]).bool()
+        if not m.any():
+            continue
+        p, tgt = pred[:, : L - k].float()[m], batch["hidden"].float()[:, k:][m]
+        true_top = (tgt @ full.T).argmax(-1)
+        outside += int((true_top >= 64).sum())
+        hit = (d.draft_vocab_ids[(p @ w.T).argmax(-1)] == true_top).float().mean()
+        assert exact["top1"][k - 1] == pytest.approx(float(hit), abs=1e-6)
+        assert exact["top1"][k - 1] <= info["top1"][k - 1] + 1e-9
+    assert outside > 0  # the case that tells the two figures apart did occur

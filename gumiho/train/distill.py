@@ -21,13 +21,12 @@ Usage::
 
 from __future__ import annotations
 
-import os
-
-# The data run shares a few CPU cores with other work. OpenMP's default
-# spin-waiting then burns the core share in barriers (measured >10x slower per
-# decode step under oversubscription); passive waiting yields instead. This
-# only takes effect if set before torch is first imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# When several data runs (or a data run and other work) share a few CPU cores,
+# start them with OMP_WAIT_POLICY=PASSIVE in the environment: OpenMP's default
+# spin-waiting burns the core share in barriers (measured >10x slower per decode
+# step under oversubscription). It must be in the environment before the process
+# starts: OpenMP reads it when torch loads, which `import gumiho` already does
+# before this module runs. scripts/train_on_gpu.py sets it for its processes.
 
 import argparse
 import collections

@@ -105,9 +105,11 @@ def save_checkpoint(path: Path, drafter, optimizer, scheduler, step: int, extra:
 
 @torch.no_grad()
 def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device) -> dict:
-    """Held-out per-position top-1 agreement with the target (with the true prefix):
-    an estimate of conditional acceptance at each position; its running product
-    estimates (unconditional) acceptance at each position for a chain draft."""
+    """Held-out per-position top-1 agreement with the target (with the true prefix),
+    against the target's top token over its whole vocabulary (a token outside the
+    draft vocabulary is a miss): an estimate of conditional acceptance at each
+    position; its running product estimates (unconditional) acceptance at each
+    position for a chain draft."""
     was = drafter.training
     drafter.eval()
     hits = None
@@ -115,7 +117,8 @@ def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device) -> 
     loss_sum, n_b = 0.0, 0
     for index in tdata.batches(seqs, batch_tokens, seed=0, epoch=0):
         batch = tdata.collate(seqs, index, device)
-        loss, info = draft_loss(drafter, batch, LossConfig(loss_cfg.ce_weight, loss_cfg.position_decay, 0.0))
+        loss, info = draft_loss(drafter, batch, LossConfig(loss_cfg.ce_weight, loss_cfg.position_decay, 0.0),
+                                exact_top1=True)
         loss_sum += float(loss)
         n_b += 1
         c = torch.tensor(info["count"], dtype=torch.float64)
@@ -130,7 +133,8 @@ def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device) -> 
     for c in cond:
         prod *= c
         uncond.append(prod)
-    return {"loss": loss_sum / max(1, n_b), "top1_by_position": cond, "chain_acceptance_estimate": uncond,
+    return {"loss": loss_sum / max(1, n_b), "top1_by_position": cond, "top1_vocabulary": "full",
+            "chain_acceptance_estimate": uncond,
             "tau_estimate": 1 + sum(uncond), "conditional_check": conditional_acceptance(uncond)}
 
 

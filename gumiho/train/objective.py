@@ -95,9 +95,24 @@ def draft_forward(drafter: Drafter, ids: torch.Tensor, hidden: torch.Tensor, noi
     return preds
 
 
-def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig):
+def _full_vocab_top(drafter: Drafter, hidden: torch.Tensor, rows: int = 256) -> torch.Tensor:
+    """The target's top token id over its whole vocabulary, for each row of ``hidden``
+    (in chunks: a full-vocabulary logits matrix for a whole batch is large)."""
+    head = drafter._lm_head_weight.float()
+    return torch.cat([(hidden[i:i + rows] @ head.T).argmax(-1) for i in range(0, hidden.shape[0], rows)]) \
+        if hidden.shape[0] else torch.zeros(0, dtype=torch.long, device=hidden.device)
+
+
+def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: bool = False):
     """Loss and per-position top-1 accuracy on a batch with keys ids [B,L],
-    hidden [B,L,H] (float), loss_mask [B,L] (1 = answer token), valid [B,L] (1 = not padding)."""
+    hidden [B,L,H] (float), loss_mask [B,L] (1 = answer token), valid [B,L] (1 = not padding).
+
+    The loss, and by default the top-1 figure, live in the draft vocabulary: there a
+    position counts as a hit when the drafter's top token is the target's top token
+    *among the draft tokens*. With ``exact_top1`` the top-1 figure is agreement with the
+    target's top token over its whole vocabulary, the token verification accepts, so a
+    position whose true top token lies outside the draft vocabulary is a miss (the
+    held-out reports use this; it costs a full-vocabulary product per answer token)."""
     ids, hidden, loss_mask, valid = batch["ids"], batch["hidden"], batch["loss_mask"], batch["valid"]
     B, L, H = hidden.shape
     preds = draft_forward(drafter, ids, hidden, loss_cfg.noise)
@@ -113,6 +128,7 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig):
         t_logits_all = hidden_f[answer] @ w_draft.T
         t_prob_all = t_logits_all.softmax(-1)
         t_top_all = t_logits_all.argmax(-1)
+        true_top_all = _full_vocab_top(drafter, hidden_f[answer]) if exact_top1 else None
     total = hidden.new_zeros((), dtype=torch.float32)
     weight_sum = 0.0
     acc, counts, losses = [], [], []
@@ -145,7 +161,10 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig):
         total = total + w * per
         weight_sum += w
         with torch.no_grad():
-            hit = (d_logp.argmax(-1) == t_top).float()
+            if exact_top1:
+                hit = (drafter.draft_vocab_ids[d_logp.argmax(-1)] == true_top_all[rows]).float()
+            else:
+                hit = (d_logp.argmax(-1) == t_top).float()
             acc.append(float(hit.sum() / n))
             counts.append(int(n))
             losses.append(float(per))

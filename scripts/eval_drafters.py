@@ -68,11 +68,16 @@ def main(argv=None) -> int:
     else:
         _, seqs = tdata.split(tdata.load_sequences(args.data, args.max_len), args.eval_fraction, args.seed)
         print(f"{len(seqs)} held-out sequences of {args.data}")
+    answers = torch.cat([s.ids[s.loss_mask.bool()] for s in seqs])
     for folder in args.drafters:
         drafter = load_drafter(folder, target)
         report = evaluate(drafter, seqs, args.batch_tokens, LossConfig(), torch.device("cpu"))
+        # A drafter can only ever propose its draft vocabulary: the share of answer
+        # tokens inside it caps its agreement.
+        inside = torch.isin(answers, drafter.draft_vocab_ids.cpu()).float().mean()
         print(json.dumps({"drafter": folder, "top1_by_position": [round(a, 3) for a in report["top1_by_position"]],
-                          "loss": round(report["loss"], 4)}), flush=True)
+                          "loss": round(report["loss"], 4),
+                          "answer_tokens_in_draft_vocab": round(float(inside), 3)}), flush=True)
     return 0
 
 

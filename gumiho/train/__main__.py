@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from ..errors import GumihoError
 
@@ -66,7 +67,9 @@ def main(argv=None) -> int:
         for folder in args.data.split(","):
             check_data_dir(folder)
 
+        started = time.time()
         target = load_target(args.model, device="cpu", dtype="float32")
+        print(f"target {target.name} loaded in {time.time() - started:.1f} s", flush=True)
         cfg = TrainConfig(
             data=args.data, out=args.out, kind=args.kind, epochs=args.epochs, batch_tokens=args.batch_tokens,
             max_len=args.max_len, lr=args.lr, warmup_steps=args.warmup_steps, grad_clip=args.grad_clip,

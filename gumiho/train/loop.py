@@ -167,7 +167,9 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     acc = Accelerator(mixed_precision=precision)
     device = acc.device
     torch.manual_seed(cfg.seed)
+    started = time.time()
     seqs = tdata.load_sequences(cfg.data, cfg.max_len)
+    log(f"{len(seqs)} sequences loaded in {time.time() - started:.1f} s")
     train_seqs, eval_seqs = tdata.split(seqs, cfg.eval_fraction, cfg.seed)
     hidden_size = seqs[0].hidden.shape[-1]
     dcfg = DrafterConfig.for_target(target_model.config, cfg.kind, target=target_name, **cfg.drafter_overrides)

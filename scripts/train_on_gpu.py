@@ -69,8 +69,10 @@ def share_of_cores(n_procs: int) -> int:
     return max(1, (os.cpu_count() or 2) // max(1, n_procs))
 
 
-def wait_all(procs: dict[str, subprocess.Popen], deadline: float) -> dict[str, int | str]:
-    """Wait for every process until ``deadline`` (time.time()); stop the rest there."""
+def wait_all(procs: dict[str, subprocess.Popen], deadline: float, grace: float = 20) -> dict[str, int | str]:
+    """Wait for every process until ``deadline`` (time.time()); stop the rest there
+    with SIGTERM, and with SIGKILL after ``grace`` seconds. (A trainer stops on SIGTERM
+    after its current step, with a checkpoint and its drafter saved.)"""
     while time.time() < deadline and any(p.poll() is None for p in procs.values()):
         time.sleep(1.0)
     status: dict[str, int | str] = {}
@@ -78,7 +80,7 @@ def wait_all(procs: dict[str, subprocess.Popen], deadline: float) -> dict[str, i
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGTERM)
             try:
-                p.wait(timeout=20)
+                p.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
@@ -245,7 +247,7 @@ def train_phase(a, run: dict, save, ok: list[str], folders: list[str], work: Pat
     budget = max(0.5, (end - time.time() - overhead - 30) / 60)
     procs = {k: launch(train_cmd(a, k, folders, work, ["--max-steps", str(steps), "--max-minutes", f"{budget:.2f}"]),
                        logs / f"train-{k}.log", threads) for k in ok}
-    status = wait_all(procs, end + 30)
+    status = wait_all(procs, end, grace=60)
     run["phases"]["train"] = {"status": status, "wall_s": round(time.time() - t, 1),
                               "result": {k: {f: summary_of(work, k).get(f) for f in
                                              ("steps", "total_steps", "stopped_early", "wall_s", "tokens_seen",

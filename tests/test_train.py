@@ -106,6 +106,41 @@ def test_pause_in_warmup_then_set_the_length(setup, tmp_path):
     assert_same_checkpoint(direct.out, probe.out, step=9)
 
 
+def test_sigterm_pauses_with_a_checkpoint(setup, tmp_path, monkeypatch):
+    """SIGTERM during training (a scheduler's or a deadline's): the run stops after
+    the current step with a checkpoint and a saved drafter, the signal handlers are
+    put back, and rerunning the command ends bit-for-bit where an uninterrupted run
+    ends."""
+    import os
+    import signal
+
+    from gumiho.train import data as tdata
+
+    target, data = setup
+    full = cfg_for(data, tmp_path / "full", max_steps=8)
+    train(full, target.model, "tiny", {1}, log=lambda m: None)
+    real, calls = tdata.collate, []
+
+    def collate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # while step 3 is being prepared
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(tdata, "collate", collate)
+    cut = cfg_for(data, tmp_path / "cut", max_steps=8)
+    logs = []
+    summary = train(cut, target.model, "tiny", {1}, log=logs.append)
+    assert summary["stopped_early"] and summary["steps"] == 3
+    assert any("on SIGTERM" in m for m in logs)
+    assert (tmp_path / "cut" / "model.safetensors").exists()
+    assert signal.getsignal(signal.SIGTERM) is before
+    monkeypatch.setattr(tdata, "collate", real)
+    train(cut, target.model, "tiny", {1}, log=lambda m: None)
+    assert_same_checkpoint(full.out, cut.out, step=8)
+
+
 def test_init_from_continues_a_trained_drafter(setup, tmp_path):
     """--init-from starts from the saved weights (not a fresh drafter: its first
     losses are those of the trained one) and keeps their draft vocabulary; a

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -74,6 +76,34 @@ def mixed_precision(precision: str) -> str:
     if torch.cuda.is_available():
         return "bf16" if torch.cuda.is_bf16_supported() else "no"
     return "bf16" if cpu_has_native_bf16() else "no"
+
+
+class StopRequest:
+    """While training: SIGTERM or Ctrl-C (SIGINT) asks the loop to stop after the
+    current step, with a checkpoint, the held-out report and the saved drafter, as a
+    pause does; a second Ctrl-C stops at once. A job scheduler's or a deadline's
+    SIGTERM then loses no step. Handlers are installed only in the main thread (the
+    only one that may) and restored afterwards."""
+
+    def __init__(self):
+        self.signal: Optional[int] = None
+        self._previous: dict = {}
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signal is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signal = signum
+
+    def __exit__(self, *exc) -> bool:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        return False
 
 
 def _lr_factor(step: int, warmup: int, total: int) -> float:
@@ -233,41 +263,43 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     history = []
     tokens_seen = 0
     stopped_early = False
-    while step < total_steps:
-        epoch, within = divmod(step, steps_per_epoch)
-        order = tdata.batches(train_seqs, cfg.batch_tokens, cfg.seed, epoch)
-        # Each process takes every world_size-th batch (data parallel without a sampler).
-        index = order[within]
-        if acc.num_processes > 1:
-            index = index[acc.process_index::acc.num_processes] or index[:1]
-        batch = tdata.collate(train_seqs, index, device)
-        with acc.autocast():
-            loss, info = draft_loss(raw, batch, cfg.loss)
-        optimizer.zero_grad(set_to_none=True)
-        acc.backward(loss)
-        if acc.num_processes > 1:
-            for p in raw.parameters():
-                if p.grad is not None:
-                    p.grad = acc.reduce(p.grad, reduction="mean")
-        if cfg.grad_clip:
-            acc.clip_grad_norm_(drafter.parameters(), cfg.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        tokens_seen += int(batch["valid"].sum())
-        top1 = " ".join(f"{a:.2f}" for a in info["top1"])
-        bar.set_postfix_str(f"loss {float(loss.detach()):.3f} top1 {top1}")
-        bar.update(1)
-        history.append({"step": step, "loss": float(loss.detach()), "top1": info["top1"],
-                        "wall_s": round(time.time() - t_start, 3)})
-        out_of_time = (cfg.max_minutes is not None and (time.time() - t_start) / 60 > cfg.max_minutes) or (
-            cfg.stop_at_step is not None and step >= cfg.stop_at_step)
-        if acc.is_main_process and (step % cfg.checkpoint_every == 0 or step == total_steps or out_of_time):
-            save_checkpoint(ckpt, raw, optimizer, scheduler, step, {"kind": cfg.kind})
-        if out_of_time:
-            stopped_early = True
-            log(f"pausing at step {step}/{total_steps} (checkpoint saved; rerun the same command to continue)")
-            break
+    with StopRequest() as stop_request:
+        while step < total_steps:
+            epoch, within = divmod(step, steps_per_epoch)
+            order = tdata.batches(train_seqs, cfg.batch_tokens, cfg.seed, epoch)
+            # Each process takes every world_size-th batch (data parallel without a sampler).
+            index = order[within]
+            if acc.num_processes > 1:
+                index = index[acc.process_index::acc.num_processes] or index[:1]
+            batch = tdata.collate(train_seqs, index, device)
+            with acc.autocast():
+                loss, info = draft_loss(raw, batch, cfg.loss)
+            optimizer.zero_grad(set_to_none=True)
+            acc.backward(loss)
+            if acc.num_processes > 1:
+                for p in raw.parameters():
+                    if p.grad is not None:
+                        p.grad = acc.reduce(p.grad, reduction="mean")
+            if cfg.grad_clip:
+                acc.clip_grad_norm_(drafter.parameters(), cfg.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            tokens_seen += int(batch["valid"].sum())
+            top1 = " ".join(f"{a:.2f}" for a in info["top1"])
+            bar.set_postfix_str(f"loss {float(loss.detach()):.3f} top1 {top1}")
+            bar.update(1)
+            history.append({"step": step, "loss": float(loss.detach()), "top1": info["top1"],
+                            "wall_s": round(time.time() - t_start, 3)})
+            out_of_time = (cfg.max_minutes is not None and (time.time() - t_start) / 60 > cfg.max_minutes) or (
+                cfg.stop_at_step is not None and step >= cfg.stop_at_step) or stop_request.signal is not None
+            if acc.is_main_process and (step % cfg.checkpoint_every == 0 or step == total_steps or out_of_time):
+                save_checkpoint(ckpt, raw, optimizer, scheduler, step, {"kind": cfg.kind})
+            if out_of_time:
+                stopped_early = True
+                why = f" on {signal.Signals(stop_request.signal).name}" if stop_request.signal is not None else ""
+                log(f"pausing at step {step}/{total_steps}{why} (checkpoint saved; rerun the same command to continue)")
+                break
     bar.close()
     wall = time.time() - t_start
     report = evaluate(raw, eval_seqs, cfg.batch_tokens, cfg.loss, device) if eval_seqs else {}

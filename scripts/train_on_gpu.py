@@ -56,9 +56,9 @@ def deal_prompts(files: list[str], work: Path, n: int, seed: int) -> dict:
 
 def launch(args: list[str], log: Path, threads: int) -> subprocess.Popen:
     # Several processes share the host's cores. With OpenMP's default spin-waiting and
-    # every process sized for all cores, the CPU-side work (loading and de-quantising the
-    # target, cutting shards into batches) slows down many times over: give each process
-    # its share of the cores and let idle threads sleep.
+    # every process sized for all cores they slow each other down (distillation decode
+    # steps ran over 10x slower that way on a 2-core machine): give each process its
+    # share of the cores and let idle threads sleep. OpenMP reads these at start-up.
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=log.open("w"),
@@ -81,10 +81,11 @@ def wait_all(procs: dict[str, subprocess.Popen], deadline: float, grace: float =
             os.killpg(p.pid, signal.SIGTERM)
             try:
                 p.wait(timeout=grace)
+                status[name] = f"stopped at the deadline, exit {p.returncode}"
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-            status[name] = "stopped at the deadline"
+                status[name] = "killed at the deadline"
         else:
             status[name] = p.returncode
     return status

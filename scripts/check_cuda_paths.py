@@ -12,7 +12,6 @@ in well under a minute and needs no model download. Exit status 1 if a check fai
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -52,11 +51,10 @@ def check_distill(model, tok, work: str) -> float:
     """Shards made on the device; returns the largest difference between the batched
     hidden-state pass and the one-at-a-time one."""
     from gumiho.train import distill, shards
+    from gumiho.train.prompts import write_jsonl
 
     src = os.path.join(work, "prompts.jsonl")
-    with open(src, "w") as f:
-        for i in range(24):
-            f.write(json.dumps({"prompt": " ".join(WORDS[: 1 + i % 12]) + f" question {i}?"}) + "\n")
+    write_jsonl([{"prompt": " ".join(WORDS[: 1 + i % 12]) + f" question {i}?"} for i in range(24)], src)
     manifest = distill.run(model, tok, src, os.path.join(work, "data"), batch_size=12, max_new_tokens=24,
                            shard_size=12, progress=False, model_name="tiny", hidden_batch_tokens=4096)
     assert manifest["complete"], manifest

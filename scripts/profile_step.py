@@ -137,7 +137,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="alternating speculative/vanilla rounds")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     ap.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel"])
-    ap.add_argument("--total-tokens", type=int, default=None, help="tree size (default: the device's tree, TreeSettings.for_device)")
+    ap.add_argument("--total-tokens", type=int, default=None,
+                    help="tree size (default: the device's tree, TreeSettings.for_device)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

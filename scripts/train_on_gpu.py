@@ -34,24 +34,28 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a clone: the package is the folder above this one
 
 
 def deal_prompts(files: list[str], work: Path, n: int, seed: int) -> dict:
-    """One seeded shuffle of the distinct prompts of ``files``, dealt into ``n`` files."""
-    seen, rows = set(), []
+    """One seeded shuffle of the distinct prompts of ``files`` (any format
+    gumiho.train.distill reads), dealt into ``n`` JSONL files."""
+    from gumiho.train.inputs import read_prompts
+    from gumiho.train.prompts import write_jsonl
+
+    seen, convs = set(), []
     for f in files:
-        for line in Path(f).read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            key = json.dumps({k: rec.get(k) for k in ("prompt", "turns", "messages")}, sort_keys=True)
+        for c in read_prompts(f):
+            key = (c.system, tuple(c.user_turns))
             if key not in seen:
                 seen.add(key)
-                rows.append(line)
-    random.Random(seed).shuffle(rows)
+                convs.append(c)
+    random.Random(seed).shuffle(convs)
     for k in range(n):
-        (work / f"prompts-{k}.jsonl").write_text("".join(r + "\n" for r in rows[k::n]), encoding="utf-8")
-    return {"files": files, "distinct_prompts": len(rows)}
+        write_jsonl([{"id": c.id, "source": c.source, "turns": c.user_turns,
+                      **({"system": c.system} if c.system is not None else {})} for c in convs[k::n]],
+                    work / f"prompts-{k}.jsonl")
+    return {"files": files, "distinct_prompts": len(convs)}
 
 
 def launch(args: list[str], log: Path, threads: int) -> subprocess.Popen:
@@ -197,7 +201,13 @@ def main(argv=None) -> int:
         run["elapsed_s"] = round(time.time() - t0, 1)
         (work / "run.json").write_text(json.dumps(run, indent=2))
 
-    run["prompts"] = deal_prompts(a.prompts.split(","), work, a.writers, a.seed)
+    from gumiho.train.inputs import PromptFileError
+
+    try:
+        run["prompts"] = deal_prompts(a.prompts.split(","), work, a.writers, a.seed)
+    except (OSError, PromptFileError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     t = time.time()
     run["phases"]["distill"] = dist = distil(a, work, logs, t0 + 60 * a.minutes * a.distill_share)
     dist["wall_s"] = round(time.time() - t, 1)

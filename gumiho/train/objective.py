@@ -98,9 +98,9 @@ def draft_forward(drafter: Drafter, ids: torch.Tensor, hidden: torch.Tensor, noi
 def _full_vocab_top(drafter: Drafter, hidden: torch.Tensor, rows: int = 256) -> torch.Tensor:
     """The target's top token id over its whole vocabulary, for each row of ``hidden``
     (in chunks: a full-vocabulary logits matrix for a whole batch is large)."""
-    head = drafter._lm_head_weight.float()
-    return torch.cat([(hidden[i:i + rows] @ head.T).argmax(-1) for i in range(0, hidden.shape[0], rows)]) \
-        if hidden.shape[0] else torch.zeros(0, dtype=torch.long, device=hidden.device)
+    if not hidden.shape[0]:
+        return torch.zeros(0, dtype=torch.long, device=hidden.device)
+    return torch.cat([drafter.full_logits(hidden[i:i + rows]).argmax(-1) for i in range(0, hidden.shape[0], rows)])
 
 
 def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: bool = False):

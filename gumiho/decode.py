@@ -133,7 +133,7 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
         cache = new_cache()
         ids = torch.tensor([prompt_ids], dtype=torch.long, device=dev)
         pos = torch.arange(n_prompt, device=dev)[None]
-        hidden, logits = target.forward(ids, pos, None, cache)
+        hidden, logits = target.forward(ids, pos, None, cache, last_logits_only=True)
         first = choose(logits[-1])
         produced = 0
         toks, reason = cut([first])

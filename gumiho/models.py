@@ -109,15 +109,20 @@ class Target:
         cfg = getattr(cfg, "get_text_config", lambda: cfg)()
         return int(getattr(cfg, "max_position_embeddings", None) or 2048)
 
-    def forward(self, ids, positions, mask, cache):
+    def forward(self, ids, positions, mask, cache, last_logits_only: bool = False):
         """One target forward. Returns the last hidden states [T, H] (after the final
         norm: what the LM head reads, and what the drafter is conditioned on) and the
-        logits [T, V]."""
+        logits [T, V], or with ``last_logits_only`` those of the last position alone
+        [1, V]. The prompt's prefill needs only that row (the first new token), while
+        the drafter needs every hidden state: the LM head over a whole prompt is about
+        15% of a long prefill on a CPU and a [T, V] float32 tensor (150 MB for 800
+        tokens of a 49k vocabulary)."""
         base = self.model.base_model
         cache_kw = _cache_keyword(type(base))
         out = base(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True, **{cache_kw: cache})
         hidden = out.last_hidden_state[0]
-        return hidden, self.model.get_output_embeddings()(hidden)
+        head = self.model.get_output_embeddings()
+        return hidden, head(hidden[-1:] if last_logits_only else hidden)
 
     def encode(self, prompt: Union[str, list, None], chat: bool = True) -> list[int]:
         """Token ids of a prompt. A string goes through the target's own chat template

@@ -12,6 +12,9 @@ one token) for comparison:
     extend   DraftSession.extend with the accepted positions' hidden states
     events   what stream() does per step besides (children lists for the events)
 
+and a prefill over a long prompt (``--prefill-tokens``) with the logits of the last
+position only, as the decode loop asks for them, against the logits of every position.
+
 The drafter has random weights and a restricted draft vocabulary (as trained
 drafters have), so trees have their real shape and cost but almost nothing is
 accepted. Medians over the steps; the machine may be shared, so compare runs in
@@ -121,6 +124,21 @@ def vanilla_steps(g, target, prompt_ids, steps):
     return out
 
 
+def prefill_times(g, target, prompt_ids, rounds):
+    """Median seconds of a prefill over ``prompt_ids`` with the logits of the last
+    position only (what the decode loop does) and with the logits of every position."""
+    out = {True: [], False: []}
+    with torch.inference_mode():
+        for _ in range(rounds):
+            for last_only in (True, False):
+                cache = _new_cache(g)
+                t0 = time.perf_counter()
+                target.forward(torch.tensor([prompt_ids]), torch.arange(len(prompt_ids))[None], None, cache,
+                               last_logits_only=last_only)
+                out[last_only].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
 def med_ms(xs):
     return 1000 * statistics.median(xs)
 
@@ -139,6 +157,8 @@ def main():
     ap.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel"])
     ap.add_argument("--total-tokens", type=int, default=None,
                     help="tree size (default: the device's tree, TreeSettings.for_device)")
+    ap.add_argument("--prefill-tokens", type=int, default=800,
+                    help="also time a prefill of this many tokens, logits of the last position vs all (0: skip)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -166,6 +186,14 @@ def main():
     print(f"{'vanilla':>10}: forward {med_ms(van):6.2f} ms per step")
     step = med_ms([sum(ts) for ts in zip(*all_times.values())])
     print(f"break-even tau (spec step / vanilla step): {step / med_ms(van):.2f}")
+    if args.prefill_tokens:
+        text = PROMPT
+        while len(target.encode(text)) < args.prefill_tokens:
+            text = text + " " + PROMPT
+        long_ids = target.encode(text)[: args.prefill_tokens]
+        pre = prefill_times(g, target, long_ids, args.rounds)
+        print(f"prefill of {len(long_ids)} tokens: {1000 * pre[True]:.0f} ms with the last position's logits only "
+              f"(the decode loop), {1000 * pre[False]:.0f} ms with every position's ({pre[False] / pre[True]:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -345,3 +345,21 @@ def test_stream_labels_heads_by_depth(kind):
             if s.emitted and len(s.emitted) > len(s.accepted_nodes):
                 assert s.emitted[-1].head == "target" and s.emitted[-1].position == 0
     assert seen  # drafted tokens were labelled
+
+
+def test_prefill_with_last_logits_only_matches_the_full_prefill():
+    """The decode loop's prefill asks for the last position's logits only; that row, the
+    hidden states of every position and the cache must be what the full prefill gives."""
+    target = tiny_target("llama")
+    seq = list(range(3, 40))
+    with torch.inference_mode():
+        full_cache, last_cache = DynamicCache(), DynamicCache()
+        pos = torch.arange(len(seq))[None]
+        h_full, l_full = target.forward(torch.tensor([seq]), pos, None, full_cache)
+        h_last, l_last = target.forward(torch.tensor([seq]), pos, None, last_cache, last_logits_only=True)
+        assert l_full.shape == (len(seq), target.config.vocab_size) and l_last.shape == (1, target.config.vocab_size)
+        assert torch.equal(h_full, h_last)
+        torch.testing.assert_close(l_last[0], l_full[-1])
+        nxt = int(l_last[0].argmax())
+        step = [target.forward(torch.tensor([[nxt]]), torch.tensor([[len(seq)]]), None, c)[1] for c in (full_cache, last_cache)]
+        assert torch.equal(step[0], step[1])

@@ -89,13 +89,104 @@ def test_batched_hidden_pass_matches_one_at_a_time(model, tokenizer, tmp_path):
     for ids, got in zip(seqs, batched):
         torch.testing.assert_close(got, distill.last_hidden(model, ids), atol=1e-5, rtol=1e-5)
     src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS[:4]])
-    one = _run(model, tokenizer, src, tmp_path / "one", shard_size=4)
-    many = _run(model, tokenizer, src, tmp_path / "many", shard_size=4, hidden_batch_tokens=64)
+    # The batched pass is a separate pass: off by default for a float32 writer.
+    one = _run(model, tokenizer, src, tmp_path / "one", shard_size=4, hidden_from_writer=False)
+    many = _run(model, tokenizer, src, tmp_path / "many", shard_size=4, hidden_batch_tokens=64,
+                hidden_from_writer=False)
     assert many["hidden_batch_tokens"] == 64 and one["hidden_batch_tokens"] == 0
+    assert one["hidden_source"] == many["hidden_source"] == "separate forward"
     a = shards.load_shard(tmp_path / "one" / "shard_00000.safetensors")
     b = shards.load_shard(tmp_path / "many" / "shard_00000.safetensors")
     assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["loss_mask"], b["loss_mask"])
     torch.testing.assert_close(a["hidden"].float(), b["hidden"].float(), atol=2e-3, rtol=2e-3)
+
+
+def _eos_emitted(model, tokenizer, prompts, step, row):
+    """A token the model emits greedily at answer position ``step`` of ``prompts[row]``,
+    that no row emits before it and that ends no prompt: taken as the end-of-sequence
+    id, it makes that row stop early there (a random-weight model never emits the real one)."""
+    eos = tokenizer.eos_token_id
+    answers = distill.generate_greedy(model, prompts, step + 1, eos_id=eos, pad_id=eos)
+    token = answers[row][step]
+    assert all(token not in a[:step] for a in answers)
+    return token
+
+
+def test_generate_with_hidden_matches_generate_greedy_and_last_hidden(model, tokenizer):
+    """The fast path's own loop: same answers as model.generate, and hidden states of
+    every token of prompt + answer (the answer's last one too) as an unpadded forward
+    gives them, whichever rows stop early, whenever finished rows leave the batch and
+    however the prompts are grouped for the prefill."""
+    gen = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(3, 500, (n,), generator=gen).tolist() for n in (5, 17, 9, 12, 3, 21, 9)]
+    pad = tokenizer.eos_token_id
+    eos = _eos_emitted(model, tokenizer, prompts, step=3, row=1)
+    expected = distill.generate_greedy(model, prompts, 10, eos_id=eos, pad_id=pad)
+    lengths = [len(a) for a in expected]
+    assert expected[1][-1] == eos and lengths[1] == 4  # stops early at EOS...
+    assert 10 in lengths                               # ...while others run to max_new_tokens
+    for drop_fraction, prefill_tokens in ((0.1, 2048), (0.0, 1), (1.0, 30)):
+        answers, hiddens = distill.generate_with_hidden(model, prompts, 10, eos, pad, drop_fraction=drop_fraction,
+                                                        prefill_tokens=prefill_tokens)
+        assert answers == expected
+        for p, a, h in zip(prompts, answers, hiddens):
+            assert h.dtype == torch.float32 and h.shape == (len(p) + len(a), 32)
+            torch.testing.assert_close(h, distill.last_hidden(model, p + a), atol=1e-5, rtol=1e-5)
+    # max_new_tokens 1: the single answer token still gets its own state
+    answers, hiddens = distill.generate_with_hidden(model, prompts[:3], 1, eos, pad)
+    assert answers == [a[:1] for a in expected[:3]]
+    for p, a, h in zip(prompts, answers, hiddens):
+        torch.testing.assert_close(h, distill.last_hidden(model, p + a), atol=1e-5, rtol=1e-5)
+
+
+def test_hidden_from_writer_shard_equals_separate_pass(model, tokenizer, tmp_path, monkeypatch):
+    """A shard made from the writer's own passes (the default) holds the same text and,
+    within float16 storage, the same states as one made with a second forward; the
+    CLI's --separate-hidden-pass picks the latter, and the manifest says which."""
+    from types import SimpleNamespace
+
+    import gumiho.models
+
+    src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS[:5]])
+    fast = _run(model, tokenizer, src, tmp_path / "fast", shard_size=5, batch_size=3)
+    slow = _run(model, tokenizer, src, tmp_path / "slow", shard_size=5, batch_size=3, hidden_from_writer=False)
+    assert fast["hidden_source"] == "writer passes" and slow["hidden_source"] == "separate forward"
+    a = shards.load_shard(tmp_path / "fast" / "shard_00000.safetensors")
+    b = shards.load_shard(tmp_path / "slow" / "shard_00000.safetensors")
+    assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["loss_mask"], b["loss_mask"])
+    assert torch.equal(a["offsets"], b["offsets"])
+    torch.testing.assert_close(a["hidden"].float(), b["hidden"].float(), atol=2e-3, rtol=2e-3)
+
+    monkeypatch.setattr(gumiho.models, "load_target",
+                        lambda *a, **k: SimpleNamespace(model=model, tokenizer=tokenizer, name="tiny"))
+    for flags, source in (([], "writer passes"), (["--separate-hidden-pass"], "separate forward")):
+        out = tmp_path / f"cli{len(flags)}"
+        assert distill.main(["--prompts", str(src), "--out", str(out), "--limit", "2", "--max-new-tokens", "3",
+                             *flags]) == 0
+        assert json.loads((out / "manifest.json").read_text())["hidden_source"] == source
+
+
+def test_multi_turn_hidden_from_writer_matches_fresh_forward(model, tokenizer):
+    """Conversations of one, two and three turns in one shard, through the fast path:
+    each one's states come from the generation call of its own last turn and cover
+    the whole conversation, as a fresh forward over its final ids gives them. Short
+    answers hit max_new_tokens, so later turns also hold the end-of-turn token added
+    after a cut answer."""
+    from gumiho.train.inputs import Conversation
+
+    convs = [Conversation("a", "t", ["One."]), Conversation("b", "t", ["Two.", "And more?"], system="Be brief."),
+             Conversation("c", "t", ["Three.", "Go on.", "Last one."]), Conversation("d", "t", ["Four.", "Ok."])]
+    seen = []
+    tensors = distill.distill_conversations(model, tokenizer, convs, batch_size=2, max_new_tokens=4,
+                                            on_tokens=lambda n, done: seen.append(done))
+    assert sum(seen) == len(convs)  # progress counts each conversation once, when it is done
+    slow = distill.distill_conversations(model, tokenizer, convs, batch_size=2, max_new_tokens=4,
+                                         hidden_from_writer=False)
+    assert torch.equal(tensors["input_ids"], slow["input_ids"])
+    for conv, (ids, mask, hidden) in zip(convs, shards.iter_sequences(tensors)):
+        starts = [i for i in range(1, len(mask)) if mask[i] == 1 and mask[i - 1] == 0]
+        assert len(starts) == len(conv.user_turns)
+        torch.testing.assert_close(hidden.float(), distill.last_hidden(model, ids.tolist()), atol=2e-3, rtol=2e-3)
 
 
 def test_multi_turn_keeps_generated_tokens(model, tokenizer, tmp_path):

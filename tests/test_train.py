@@ -267,3 +267,43 @@ def test_loss_matches_a_per_position_reference(setup):
         assert exact["top1"][k - 1] == pytest.approx(float(hit), abs=1e-6)
         assert exact["top1"][k - 1] <= info["top1"][k - 1] + 1e-9
     assert outside > 0  # the case that tells the two figures apart did occur
+
+
+def test_windows_without_loss_are_left_out(tmp_path):
+    """The first window of a prompt longer than --max-len has no answer token: it carries
+    no loss and is dropped; the rest of the sequence is kept."""
+    from gumiho.train import data as tdata
+
+    out = tmp_path / "long"
+    out.mkdir()
+    H = 8
+    ids = [list(range(2, 102)), list(range(2, 32))]  # 100 and 30 tokens
+    masks = [[0] * 80 + [1] * 20, [0] * 10 + [1] * 20]  # an 80-token prompt, then a 10-token one
+    shards.write_shard(shards.shard_path(out, 0),
+                       shards.pack_sequences(ids, masks, [torch.randn(len(x), H) for x in ids]))
+    seqs = tdata.load_sequences(out, max_len=64)
+    assert sorted(len(s.ids) for s in seqs) == [30, 36]  # window [0, 64) of the first is all prompt
+    assert all(bool(s.loss_mask[1:].any()) for s in seqs)
+
+
+def test_a_batch_without_loss_is_a_zero_gradient_step(setup, tmp_path, monkeypatch):
+    """A batch (or one process's share of it) in which no position carries loss must not
+    stop the run: it becomes a step with zero gradients."""
+    import gumiho.train.loop as loop
+
+    target, data = setup
+    calls = []
+    real = loop.draft_loss
+
+    def some_without_loss(drafter, batch, loss_cfg, exact_top1=False):
+        loss, info = real(drafter, batch, loss_cfg, exact_top1)
+        calls.append(1)
+        if drafter.training and len(calls) == 2:
+            return loss.detach() * 0, info  # what draft_loss returns when no position counts
+        return loss, info
+
+    monkeypatch.setattr(loop, "draft_loss", some_without_loss)
+    summary = train(cfg_for(data, tmp_path / "run", max_steps=4), target.model, "tiny", {1}, log=lambda m: None)
+    assert summary["steps"] == 4
+    hist = [json.loads(l) for l in open(tmp_path / "run" / "training_history.jsonl")]
+    assert [h["step"] for h in hist] == [1, 2, 3, 4] and hist[1]["loss"] == 0.0

@@ -42,7 +42,12 @@ def check_data_dir(data_dir: str | Path) -> int:
 def load_sequences(data_dirs: str | Path, max_len: int = 512) -> list[Sequence]:
     """Every sequence of every finished shard, cut into windows of at most ``max_len``
     (windows overlap by nothing: each token is trained once per epoch).
-    ``data_dirs`` may name several folders separated by commas."""
+    ``data_dirs`` may name several folders separated by commas.
+
+    A window with no answer token after its first position carries no loss (the loss
+    falls on answer tokens at positions t + d, d >= 1) and is left out: the first
+    window of a prompt longer than ``max_len`` is one, and a batch made only of such
+    windows would have nothing to learn from."""
     out: list[Sequence] = []
     for folder in str(data_dirs).split(","):
         check_data_dir(folder)
@@ -54,7 +59,7 @@ def load_sequences(data_dirs: str | Path, max_len: int = 512) -> list[Sequence]:
                                   f"to regenerate it.") from None
             for ids, mask, hid in shards.iter_sequences(t):
                 for a in range(0, len(ids), max_len):
-                    if len(ids[a:a + max_len]) >= 4:
+                    if len(ids[a:a + max_len]) >= 4 and bool(mask[a + 1:a + max_len].any()):
                         out.append(Sequence(ids[a:a + max_len].long(), mask[a:a + max_len], hid[a:a + max_len]))
     if not out:
         raise GumihoError(f"The shards in {str(data_dirs)!r} hold no usable sequence.")

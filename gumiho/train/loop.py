@@ -274,6 +274,13 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
             batch = tdata.collate(train_seqs, index, device)
             with acc.autocast():
                 loss, info = draft_loss(raw, batch, cfg.loss)
+            if not loss.requires_grad:
+                # No position of this batch carries loss (load_sequences leaves such
+                # windows out, but a process's share of a batch can still be one). A
+                # zero that depends on every trainable weight keeps the step uniform:
+                # backward, the gradient reduction across processes and the optimizer
+                # all run as for any batch, with zero gradients.
+                loss = loss + 0.0 * sum(p.sum() for p in raw.parameters() if p.requires_grad)
             optimizer.zero_grad(set_to_none=True)
             acc.backward(loss)
             if acc.num_processes > 1:

@@ -129,9 +129,10 @@ def generate_greedy(model, prompts: list[list[int]], max_new_tokens: int, eos_id
     return answers
 
 
-def _prefill_groups(lengths: list[int], max_tokens: int) -> list[list[int]]:
+def length_groups(lengths: list[int], max_tokens: int) -> list[list[int]]:
     """Rows (indices into ``lengths``) in groups of similar length, each of at most
-    ``max_tokens`` padded tokens (a longer row goes alone)."""
+    ``max_tokens`` padded tokens (a longer row goes alone). Lengths grow within and
+    across groups, so a group's last row sets its padded width."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     groups, start = [], 0
     while start < len(order):
@@ -185,7 +186,7 @@ def generate_with_hidden(model, prompts: list[list[int]], max_new_tokens: int, e
     attention = torch.zeros((n, width), dtype=torch.long)
     layers_k: list[torch.Tensor] = []
     layers_v: list[torch.Tensor] = []
-    for group in _prefill_groups(lengths, prefill_tokens):
+    for group in length_groups(lengths, prefill_tokens):
         w = lengths[group[-1]]
         ids = torch.full((len(group), w), pad_id, dtype=torch.long)
         mask = torch.zeros((len(group), w), dtype=torch.long)
@@ -286,14 +287,7 @@ def last_hidden_batched(model, seqs: list[list[int]], max_tokens: int) -> list[t
     leaves the chip idle, this is many times faster."""
     dev = next(model.parameters()).device
     out: list[torch.Tensor | None] = [None] * len(seqs)
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
-    start = 0
-    while start < len(order):
-        # Lengths grow along ``order``, so the last row taken sets the padded width.
-        end = start + 1
-        while end < len(order) and len(seqs[order[end]]) * (end + 1 - start) <= max_tokens:
-            end += 1
-        rows = order[start:end]
+    for rows in length_groups([len(x) for x in seqs], max_tokens):
         width = len(seqs[rows[-1]])
         x = torch.zeros((len(rows), width), dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -303,7 +297,6 @@ def last_hidden_batched(model, seqs: list[list[int]], max_tokens: int) -> list[t
         hidden = model.model(input_ids=x.to(dev), attention_mask=mask.to(dev)).last_hidden_state.float().cpu()
         for r, i in enumerate(rows):
             out[i] = hidden[r, :len(seqs[i])].clone()
-        start = end
     return out
 
 

@@ -28,6 +28,7 @@ import torch
 
 from .decode import GenerationSettings, stream
 from .errors import GumihoError
+from .machine import cpu_summary
 from .metrics import GenerationStats, summarize
 from .models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, Target, load_drafter, load_target, shipped_drafter_path
 from .tree import TreeSettings
@@ -313,6 +314,8 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
         "seed": settings.seed,
         "warmup_prompts": n_warm,
         "torch_threads": torch.get_num_threads(),
+        # Speedups on a CPU depend on its vector units (see gumiho.machine).
+        "cpu": cpu_summary() if str(target.device).startswith("cpu") else None,
         "torch_version": torch.__version__,
         "dtype": str(target.dtype).replace("torch.", ""),
         "per_prompt": per_prompt,

@@ -114,7 +114,8 @@ def main(argv=None) -> int:
     parts = [
         "# Benchmarks",
         "",
-        f"Target **{first['model']}** on **{first['device']}** ({first.get('torch_threads')} torch threads), "
+        f"Target **{first['model']}** on **{first['device']}** ("
+        f"{first['cpu'] + '; ' if first.get('cpu') else ''}{first.get('torch_threads')} torch threads), "
         f"temperature {first['temperature']}, max_new_tokens {first['max_new_tokens']}, "
         f"{first['prompts']} prompts per set (the first turn of each"
         f"{'; taken category by category in turn, so MT-Bench covers all of its categories' if first.get('prompt_selection', '').startswith('spread') else ''}"

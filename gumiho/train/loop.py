@@ -106,7 +106,10 @@ def _ckpt_path(out: str) -> Path:
     return Path(out) / "checkpoint" / "state.pt"
 
 
-def save_checkpoint(path: Path, drafter, optimizer, scheduler, step: int, extra: dict):
+def save_checkpoint(path: Path, drafter, optimizer, scheduler, step: int, extra: dict,
+                    progress: Optional[dict] = None):
+    """``progress``: what the run's summary counts from its first step (history
+    lines, wall time, tokens seen), so a resumed run reports the whole run."""
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "model": drafter.state_dict(),
@@ -116,6 +119,7 @@ def save_checkpoint(path: Path, drafter, optimizer, scheduler, step: int, extra:
         "rng_cpu": torch.get_rng_state(),
         "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
         "extra": extra,
+        "progress": progress or {},
     }
     tmp = path.with_name(path.name + ".tmp")
     torch.save(state, tmp)
@@ -232,6 +236,10 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     raw = drafter
 
     step = 0
+    # Counted from the run's first step, across pauses: the checkpoint carries them.
+    history: list[dict] = []
+    tokens_seen = 0
+    wall_before = 0.0  # seconds spent in earlier sessions of this run
     ckpt = _ckpt_path(cfg.out)
     if ckpt.exists():
         state = torch.load(ckpt, map_location="cpu", weights_only=False)
@@ -243,14 +251,17 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         torch.set_rng_state(state["rng_cpu"])
         if state.get("rng_cuda") is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng_cuda"])
-        log(f"resumed from step {step}")
+        progress = state.get("progress") or {}  # absent in checkpoints of older versions
+        history = [h for h in progress.get("history", []) if h["step"] <= step]
+        tokens_seen = progress.get("tokens_seen", 0)
+        wall_before = progress.get("wall_s", 0.0)
+        log(f"resumed from step {step}" + ("" if progress else " (the checkpoint predates saved progress: "
+                                                                 "history and wall time start here)"))
 
     t_start = time.time()
     drafter.train()
     bar = tqdm(total=total_steps, initial=step, desc=f"train {cfg.kind}", disable=not acc.is_local_main_process,
                mininterval=5)
-    history = []
-    tokens_seen = 0
     stopped_early = False
     with StopRequest() as stop_request:
         while step < total_steps:
@@ -286,18 +297,20 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
             bar.set_postfix_str(f"loss {float(loss.detach()):.3f} top1 {top1}")
             bar.update(1)
             history.append({"step": step, "loss": float(loss.detach()), "top1": info["top1"],
-                            "wall_s": round(time.time() - t_start, 3)})
+                            "wall_s": round(wall_before + time.time() - t_start, 3)})
             out_of_time = (cfg.max_minutes is not None and (time.time() - t_start) / 60 > cfg.max_minutes) or (
                 cfg.stop_at_step is not None and step >= cfg.stop_at_step) or stop_request.signal is not None
             if acc.is_main_process and (step % cfg.checkpoint_every == 0 or step == total_steps or out_of_time):
-                save_checkpoint(ckpt, raw, optimizer, scheduler, step, {"kind": cfg.kind})
+                save_checkpoint(ckpt, raw, optimizer, scheduler, step, {"kind": cfg.kind},
+                                {"history": history, "tokens_seen": tokens_seen,
+                                 "wall_s": wall_before + time.time() - t_start})
             if out_of_time:
                 stopped_early = True
                 why = f" on {signal.Signals(stop_request.signal).name}" if stop_request.signal is not None else ""
                 log(f"pausing at step {step}/{total_steps}{why} (checkpoint saved; rerun the same command to continue)")
                 break
     bar.close()
-    wall = time.time() - t_start
+    wall = wall_before + time.time() - t_start
     report = evaluate(raw, eval_seqs, cfg.batch_tokens, cfg.loss, device) if eval_seqs else {}
     summary = {
         "kind": cfg.kind, "target": target_name, "steps": step, "total_steps": total_steps,

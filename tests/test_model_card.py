@@ -1,0 +1,72 @@
+"""The model cards are written from the files a drafter folder holds
+(scripts/write_model_card.py): a card must say each stage's own precision and how its
+run shared the cores, and name every prompt source it was trained on."""
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _card_module():
+    spec = importlib.util.spec_from_file_location("write_model_card", ROOT / "scripts" / "write_model_card.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _summary(precision: str, steps: int, wall: float) -> dict:
+    return {
+        "kind": "gumiho", "steps": steps, "total_steps": steps, "stopped_early": False, "wall_s": wall,
+        "mixed_precision": precision, "train_tokens_per_epoch": 1000 * steps, "parameters": 19_000_000,
+        "target_parameters": 134_000_000, "draft_vocab": 8191, "draft_vocab_coverage": 0.9,
+        "held_out": {"top1_by_position": [0.5, 0.4], "top1_vocabulary": "full"},
+        "config": {"data": "data/x", "epochs": 1.0, "batch_tokens": 2048, "lr": 2e-4, "warmup_steps": 20},
+        "loss_config": {"ce_weight": 0.1, "position_decay": 0.8, "noise": 0.2},
+    }
+
+
+def _folder(tmp_path: Path, stages: list[dict], summaries: dict) -> Path:
+    folder = tmp_path / "smollm2-135m-gumiho"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"kind": "gumiho"}))
+    (folder / "model.safetensors").write_bytes(b"\0" * 1000)
+    for name, s in summaries.items():
+        (folder / name).write_text(json.dumps(s))
+    (folder / "training_stages.json").write_text(json.dumps(stages))
+    return folder
+
+
+def _bench(tmp_path: Path) -> Path:
+    method = {"tau": 1.8, "acceptance_by_position": [0.5] * 7, "tokens_per_s": 30.0, "speedup_vs_vanilla": 1.1}
+    rec = {"prompts": 10, "prompts_file": "mt_bench.jsonl", "max_new_tokens": 64, "temperature": 0.0,
+           "device": "cpu", "methods": {"gumiho": method, "vanilla": {"tokens_per_s": 27.0}}}
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(rec))
+    return path
+
+
+def test_card_gives_each_stage_its_precision_wall_note_and_sources(tmp_path):
+    stages = [{"summary": "s1.json", "data_note": "(template prompts)"},
+              {"summary": "s2.json", "data_note": "(questions of the InstructLab taxonomy)", "wall_s": 600.0,
+               "wall_note": "alone on 2 threads"}]
+    folder = _folder(tmp_path, stages, {"s1.json": _summary("bf16", 10, 120.0),
+                                        "s2.json": _summary("no", 20, 300.0)})
+    assert _card_module().main([str(folder), "--bench", str(_bench(tmp_path)), "--method", "gumiho"]) == 0
+    card = (folder / "README.md").read_text()
+    assert "| precision | stage 1: bf16 autocast, float32 weights and optimizer; stage 2: float32 |" in card
+    # stage 2's wall time is the one the listing gives (a resumed run), with its note
+    assert "12.0 min on 2 CPU cores (stage 1 2.0, stage 2 10.0 alone on 2 threads)" in card
+    assert "instructlab/taxonomy" in card
+    assert "| 1.80 |" in card
+
+
+def test_card_of_one_precision_and_no_taxonomy_says_so_once(tmp_path):
+    stages = [{"summary": "s1.json", "data_note": "(template prompts)"},
+              {"summary": "s2.json", "data_note": "(more template prompts)"}]
+    folder = _folder(tmp_path, stages, {"s1.json": _summary("bf16", 10, 120.0),
+                                        "s2.json": _summary("bf16", 20, 300.0)})
+    assert _card_module().main([str(folder), "--bench", str(_bench(tmp_path)), "--method", "gumiho"]) == 0
+    card = (folder / "README.md").read_text()
+    assert "| precision | bf16 autocast, float32 weights and optimizer |" in card
+    assert "taxonomy" not in card

@@ -87,6 +87,9 @@
 #   on that CPU): the Gumiho run alone on 2 threads; the serial and parallel runs side by side on
 #   one thread each, paused at their checkpoints (steps 78 and 230) and resumed one after the
 #   other on 2 threads; the data order and steps do not depend on how the runs share the cores.
+#   Their stage-5 training_history.jsonl start at steps 79 and 231: the trainer then kept
+#   only the last session's history (it now keeps the whole run's); training_stages.json holds
+#   their wall time over both sessions.
 #
 # The three drafters get the same data, settings and token budget in each stage, trained side
 # by side (bf16 autocast on CPUs with native bf16 matmuls; see --precision). The shipped

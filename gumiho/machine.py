@@ -4,7 +4,7 @@ Two things depend on it. Training picks bf16 autocast only where the CPU multipl
 bf16 matrices in hardware (see ``gumiho.train.loop.mixed_precision``). And speedups
 on a CPU are a property of the machine as much as of the drafter: a verify forward
 over a tree of 9 tokens costs about 1.2 one-token forwards on an AVX-512 CPU and
-about 1.5 on an AVX2-only one, so a benchmark record names the CPU it ran on.
+about 1.4 on an AVX2-only one, so a benchmark record names the CPU it ran on.
 """
 from __future__ import annotations
 

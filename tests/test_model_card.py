@@ -49,7 +49,8 @@ def _bench(tmp_path: Path) -> Path:
 def test_card_gives_each_stage_its_precision_wall_note_and_sources(tmp_path):
     stages = [{"summary": "s1.json", "data_note": "(template prompts)"},
               {"summary": "s2.json", "data_note": "(questions of the InstructLab taxonomy)", "wall_s": 600.0,
-               "wall_note": "alone on 2 threads"}]
+               "wall_note": "alone on 2 threads",
+               "licence_note": "and to the questions of https://github.com/instructlab/taxonomy (Apache-2.0)"}]
     folder = _folder(tmp_path, stages, {"s1.json": _summary("bf16", 10, 120.0),
                                         "s2.json": _summary("no", 20, 300.0)})
     assert _card_module().main([str(folder), "--bench", str(_bench(tmp_path)), "--method", "gumiho"]) == 0

@@ -252,7 +252,7 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         if state.get("rng_cuda") is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng_cuda"])
         progress = state.get("progress") or {}  # absent in checkpoints of older versions
-        history = [h for h in progress.get("history", []) if h["step"] <= step]
+        history = list(progress.get("history", []))  # saved with the step: it ends there
         tokens_seen = progress.get("tokens_seen", 0)
         wall_before = progress.get("wall_s", 0.0)
         log(f"resumed from step {step}" + ("" if progress else " (the checkpoint predates saved progress: "

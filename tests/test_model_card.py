@@ -71,3 +71,15 @@ def test_card_of_one_precision_and_no_taxonomy_says_so_once(tmp_path):
     card = (folder / "README.md").read_text()
     assert "| precision | bf16 autocast, float32 weights and optimizer |" in card
     assert "taxonomy" not in card
+
+
+def test_card_budget_takes_a_stage_token_count_where_given(tmp_path):
+    """A stage whose run trained on fewer tokens than epochs x tokens per epoch (the
+    listing's ``tokens``) is counted by what it trained on, in the stage and the total."""
+    stages = [{"summary": "s1.json", "data_note": "(template prompts)"},
+              {"summary": "s2.json", "data_note": "(more template prompts)", "tokens": 19_500}]
+    folder = _folder(tmp_path, stages, {"s1.json": _summary("bf16", 10, 120.0),
+                                        "s2.json": _summary("bf16", 20, 300.0)})
+    assert _card_module().main([str(folder), "--bench", str(_bench(tmp_path)), "--method", "gumiho"]) == 0
+    card = (folder / "README.md").read_text()
+    assert "| token budget | 29,500 tokens: stage 1 10,000 (1 epoch of 10,000), stage 2 19,500 (1 epoch of 20,000) |" in card

@@ -1,18 +1,14 @@
 """The model cards are written from the files a drafter folder holds
 (scripts/write_model_card.py): a card must say each stage's own precision and how its
 run shared the cores, and name every prompt source it was trained on."""
-import importlib.util
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import load_script
 
 
 def _card_module():
-    spec = importlib.util.spec_from_file_location("write_model_card", ROOT / "scripts" / "write_model_card.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("write_model_card")
 
 
 def _summary(precision: str, steps: int, wall: float) -> dict:

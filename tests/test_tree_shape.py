@@ -1,23 +1,11 @@
 """scripts/tree_shape.py: its per-position node counts and acc@1 agree with what the
 decode loop reports (each step's drafted-node count, and the metrics module's acc@1)."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from gumiho import GenerationSettings, stream
 from gumiho.metrics import summarize
 
-from helpers import OracleDrafter, tiny_target
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("tree_shape", ROOT / "scripts" / "tree_shape.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from helpers import OracleDrafter, load_script, tiny_target
 
 
 def test_tree_shape_agrees_with_the_decode_loop():
@@ -25,7 +13,7 @@ def test_tree_shape_agrees_with_the_decode_loop():
     prompt = [5, 9, 13, 2, 7, 31]
     ref = [t for s in stream(target, prompt, None, GenerationSettings(max_new_tokens=40)) for t in s.tokens]
     oracle = lambda: OracleDrafter(prompt + ref + [0] * 16, vocab=96, corrupt=0.3, seed=3)  # noqa: E731
-    shape = _script().tree_shape(target, oracle(), [prompt], max_new_tokens=40, depth=7)
+    shape = load_script("tree_shape").tree_shape(target, oracle(), [prompt], max_new_tokens=40, depth=7)
     steps = [s for s in stream(target, prompt, oracle(), GenerationSettings(max_new_tokens=40)) if s.step > 0]
     assert shape["verify_steps"] == len(steps) > 3
     assert sum(shape["nodes_by_position"]) == pytest.approx(sum(s.drafted for s in steps) / len(steps), abs=0.04)

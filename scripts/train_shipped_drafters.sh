@@ -95,7 +95,7 @@
 #   different file.
 #   Stage 6: the template prompts of the stage-4 and stage-5 sets that no stage used (the
 #   prompt files above), answered by a bfloat16 writer (the float32 target gives the hidden
-#   states), two epochs at lr 2e-4 from the float16 stage-5 weights of commit 5d6aafa:
+#   states), two epochs at lr 2e-4:
 #      (sed -n '1525,2237p' data/prompts-s4.jsonl; sed -n '3760,4474p' data/prompts-s4.jsonl) > data/prompts-s6-a.jsonl
 #      sed -n '513,1906p' data/prompts-s5t.jsonl > data/prompts-s6-b.jsonl
 #      python -m gumiho.train.distill --prompts data/prompts-s6-a.jsonl --out data/distill-s6-a \

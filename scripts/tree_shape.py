@@ -20,22 +20,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gumiho import GenerationSettings, load_drafter, load_target, shipped_drafter_path, stream  # noqa: E402
 from gumiho.bench import _prompt_ids, load_prompts  # noqa: E402
+from gumiho.metrics import summarize  # noqa: E402
 
 
 def tree_shape(target, drafter, prompts, max_new_tokens: int, depth: int) -> dict:
     nodes = collections.Counter()
-    steps = accepted_any = 0
+    events = []
+    settings = GenerationSettings(max_new_tokens=max_new_tokens)
     for p in prompts:
-        settings = GenerationSettings(max_new_tokens=max_new_tokens)
         for ev in stream(target, _prompt_ids(target, p), drafter, settings, keep_trees=True):
-            if ev.tree is None:  # the prefill
-                continue
-            steps += 1
-            nodes.update(d for d in ev.tree.depths if d > 0)
-            accepted_any += ev.accepted_length >= 1
+            events.append(ev)
+            if ev.tree is not None:  # a verify step (the prefill has no tree)
+                nodes.update(d for d in ev.tree.depths if d > 0)
+    stats = summarize(events, depth)
+    steps = stats.verify_steps
     return {"verify_steps": steps,
             "nodes_by_position": [round(nodes[d] / max(steps, 1), 2) for d in range(1, depth + 1)],
-            "acc_at_1": round(accepted_any / max(steps, 1), 2)}
+            "acc_at_1": round(stats.acceptance_by_position(1)[0], 2)}
 
 
 def main(argv=None) -> int:

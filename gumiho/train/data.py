@@ -135,8 +135,8 @@ class EpochSchedule:
 
     def __init__(self, seqs: list[Sequence], batch_tokens: int, seed: int, epochs: float):
         self._args = (seqs, batch_tokens, seed)
+        self._cached: tuple[int, list[list[int]]] = (-1, [])  # one epoch's batches at a time
         whole = int(epochs)
-        self._orders: dict[int, list[list[int]]] = {}
         self.lengths = [len(self.order(e)) for e in range(whole)]
         part = epochs - whole
         if part > 0:
@@ -146,10 +146,10 @@ class EpochSchedule:
         self.total_steps = sum(self.lengths)
 
     def order(self, epoch: int) -> list[list[int]]:
-        """The batches of one epoch (cached: the same for a resumed run)."""
-        if epoch not in self._orders:
-            self._orders = {epoch: batches(*self._args, epoch)}  # keep one epoch in memory
-        return self._orders[epoch]
+        """The batches of one epoch (deterministic, so the same for a resumed run)."""
+        if self._cached[0] != epoch:
+            self._cached = (epoch, batches(*self._args, epoch))
+        return self._cached[1]
 
     def locate(self, step: int) -> tuple[int, int]:
         """(epoch, index within the epoch) of a 0-based global step."""

@@ -30,7 +30,8 @@ from .decode import GenerationSettings, stream
 from .errors import GumihoError
 from .machine import cpu_summary
 from .metrics import GenerationStats, summarize
-from .models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, Target, load_drafter, load_target, shipped_drafter_path
+from .models import (DEFAULT_TARGET, DEFAULT_TARGET_LABEL, DRAFTER_DTYPES, Target, drafter_dtype, load_drafter, load_target,
+                     shipped_drafter_path)
 from .tree import TreeSettings
 
 SPECULATIVE_METHODS = ("gumiho", "serial", "parallel")
@@ -171,6 +172,10 @@ def _as_prompt(p, i: int) -> Prompt:
     return Prompt(question_id=i, ids=[int(t) for t in p])
 
 
+def _dtype_name(weight) -> Optional[str]:
+    return str(weight.dtype).replace("torch.", "") if isinstance(weight, torch.Tensor) else None
+
+
 def _depth(drafter) -> int:
     return drafter.cfg.max_depth if drafter is not None else 0
 
@@ -297,6 +302,7 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
             "verify_s": round(st.verify_s, 4),
             "tree": asdict(tree) if drafters[name] is not None else None,
             "drafter_kind": getattr(getattr(drafters[name], "cfg", None), "kind", None),
+            "drafter_dtype": _dtype_name(getattr(getattr(drafters[name], "fc", None), "weight", None)),
         }
     return {
         "model": target.name,
@@ -391,20 +397,20 @@ def _label(path: str) -> str:
     return os.path.relpath(full, REPO_ROOT) if full.startswith(REPO_ROOT + os.sep) else path
 
 
-def _random_drafter(target: Target, kind: str, seed: int):
+def _random_drafter(target: Target, kind: str, seed: int, dtype: Optional[str] = None):
     from .drafter import Drafter, DrafterConfig
 
     torch.manual_seed(seed)
     d = Drafter(DrafterConfig.for_target(target.config, kind))
-    dtype = target.dtype if target.device.type == "cuda" else torch.float32
-    return d.to(device=target.device, dtype=dtype).eval().attach_target(target.model)
+    return d.to(device=target.device, dtype=drafter_dtype(target, dtype)).eval().attach_target(target.model)
 
 
 def resolve_drafters(target: Target, methods: list[str], paths: dict, default_target: bool, seed: int,
-                     warn) -> tuple[dict, dict]:
+                     warn, dtype: Optional[str] = None) -> tuple[dict, dict]:
     """Drafters for the methods: an explicit path, else the shipped drafter of that
-    kind (default target only), else random weights with a loud warning. Returns
-    ({method: drafter or None}, {method: label})."""
+    kind (default target only), else random weights with a loud warning; in
+    ``dtype`` (see gumiho.models.drafter_dtype). Returns ({method: drafter or None},
+    {method: label})."""
     drafters, labels = {}, {}
     for name in methods:
         if name == "vanilla":
@@ -412,12 +418,12 @@ def resolve_drafters(target: Target, methods: list[str], paths: dict, default_ta
             continue
         path = paths.get(name)
         if path:
-            drafters[name] = load_drafter(path, target)
+            drafters[name] = load_drafter(path, target, dtype)
             labels[name] = _label(path)
             continue
         shipped = shipped_drafter_path(name) if default_target else None
         if shipped:
-            drafters[name] = load_drafter(shipped, target)
+            drafters[name] = load_drafter(shipped, target, dtype)
             labels[name] = _label(shipped)
             continue
         why = (f"no trained {name} drafter is shipped (expected assets/drafters/smollm2-135m-{name})"
@@ -425,7 +431,7 @@ def resolve_drafters(target: Target, methods: list[str], paths: dict, default_ta
                                       f"the default {DEFAULT_TARGET_LABEL})")
         warn(f"{why}; using a RANDOM-WEIGHT {name} drafter. It accepts almost nothing: its speed numbers say "
              f"nothing about Gumiho. Pass --drafter PATH (or train one with `python -m gumiho.train`).")
-        drafters[name] = _random_drafter(target, name, seed)
+        drafters[name] = _random_drafter(target, name, seed, dtype)
         labels[name] = f"random-weights ({name})"
     return drafters, labels
 
@@ -487,6 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="FILE.json", help="write the results as JSON")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="auto", help="auto (default: fp32 on CPU, fp16 on CUDA), fp32, fp16, bf16")
+    p.add_argument("--drafter-dtype", default="auto", choices=DRAFTER_DTYPES,
+                   help="auto (default): the target's on a GPU; on a CPU bf16 where it has bf16 matrix "
+                        "instructions (AVX512-BF16, AMX), else fp32. Never changes the output")
     p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)")
     g = p.add_argument_group("draft tree (default: sized for the device)")
     g.add_argument("--total-tokens", type=_positive_int, help="drafted nodes per step")
@@ -570,7 +579,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         target = load_target(model_arg, device=args.device, dtype=args.dtype)
         log(f"loaded {target.name} on {target.device} in {time.perf_counter() - t0:.1f} s")
         drafters, labels = resolve_drafters(target, methods, drafter_paths, _is_default_target(model_arg),
-                                            args.seed, warn)
+                                            args.seed, warn, args.drafter_dtype)
         settings = BenchSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                  top_p=args.top_p, top_k=args.sample_top_k, seed=args.seed, warmup=args.warmup,
                                  tree=tree_from_args(args, target.device, pair_tree),

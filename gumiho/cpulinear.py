@@ -1,4 +1,4 @@
-"""Faster float32 linear layers on CPU, for the small row counts of decoding.
+"""Faster linear layers on CPU, for the small row counts of decoding.
 
 A verify forward multiplies a handful of rows (the tree's nodes) by every weight
 matrix of the target. The default CPU matmul re-arranges ("packs") the whole
@@ -14,6 +14,12 @@ again if the weight changes; it lives outside the module, so copying, pickling
 and saving are unaffected. Anything the packed kernel does not cover (another
 device or dtype, autograd through the layer, a build without oneDNN) takes the
 ordinary ``F.linear`` path. ``GUMIHO_PACKED_LINEAR=0`` turns it off.
+
+bfloat16 weights take the packed kernel too, where the CPU multiplies bf16 in
+hardware (AVX512-BF16, AMX; see gumiho.machine). That is for the drafter: drafting
+reads every drafter weight from memory on every step (the target's forward has
+pushed them out of the caches), so half the bytes is most of the saving, and the
+drafter's precision changes only what it proposes, never what the target accepts.
 """
 from __future__ import annotations
 
@@ -28,33 +34,59 @@ from torch.utils.weak import WeakIdKeyDictionary
 _PACKED = WeakIdKeyDictionary()  # weight tensor -> (weight version, packed weight)
 _LOCK = threading.Lock()
 _AVAILABLE = None  # None: not checked yet
+_AVAILABLE_BF16 = None
+_KERNEL_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _kernel_works(dtype: torch.dtype, **tolerance) -> bool:
+    """Whether the packed kernel runs on ``dtype`` here and agrees with F.linear in
+    float32 within ``tolerance``."""
+    try:
+        ops = torch.ops.mkldnn
+        g = torch.Generator().manual_seed(0)
+        w, b = torch.randn(24, 16, generator=g), torch.randn(24, generator=g)
+        x = torch.randn(2, 3, 16, generator=g)
+        w, b, x = w.to(dtype), b.to(dtype), x.to(dtype)
+        with torch.no_grad():
+            y = ops._linear_pointwise(x, ops._reorder_linear_weight(w, 16), b, "none", [], "")
+        return (torch.backends.mkldnn.is_available() and y.dtype == dtype
+                and torch.allclose(y.float(), F.linear(x.float(), w.float(), b.float()), **tolerance))
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
 
 
 def available() -> bool:
     """Whether the packed kernel works in this process (checked once, against F.linear)."""
     global _AVAILABLE
     if _AVAILABLE is None:
-        ok = os.environ.get("GUMIHO_PACKED_LINEAR", "1").strip().lower() not in ("0", "false", "no", "off")
-        if ok:
-            try:
-                ops = torch.ops.mkldnn
-                g = torch.Generator().manual_seed(0)
-                w, b = torch.randn(24, 16, generator=g), torch.randn(24, generator=g)
-                x = torch.randn(2, 3, 16, generator=g)
-                with torch.no_grad():
-                    y = ops._linear_pointwise(x, ops._reorder_linear_weight(w, 16), b, "none", [], "")
-                ok = torch.backends.mkldnn.is_available() and torch.allclose(y, F.linear(x, w, b), atol=1e-4)
-            except (AttributeError, RuntimeError, NotImplementedError):
-                ok = False
-        _AVAILABLE = ok
+        on = os.environ.get("GUMIHO_PACKED_LINEAR", "1").strip().lower() not in ("0", "false", "no", "off")
+        _AVAILABLE = on and _kernel_works(torch.float32, atol=1e-4)
     return _AVAILABLE
 
 
-def _usable(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    return (x.dtype == torch.float32 and weight.dtype == torch.float32 and x.device.type == "cpu"
+def available_bf16() -> bool:
+    """Whether bfloat16 weights take the packed kernel: it works here (checked once,
+    against F.linear in float32) and the CPU has bf16 matrix instructions, without
+    which oneDNN emulates bf16 and a float32 product is the faster one."""
+    global _AVAILABLE_BF16
+    if _AVAILABLE_BF16 is None:
+        from .machine import cpu_has_native_bf16
+
+        _AVAILABLE_BF16 = available() and cpu_has_native_bf16() and _kernel_works(torch.bfloat16, atol=0.1,
+                                                                                    rtol=0.02)
+    return _AVAILABLE_BF16
+
+
+def _kernel_takes(dtype: torch.dtype) -> bool:
+    return available() if dtype == torch.float32 else dtype == torch.bfloat16 and available_bf16()
+
+
+def _usable(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> bool:
+    return (x.dtype == weight.dtype and x.dtype in _KERNEL_DTYPES and x.device.type == "cpu"
             and weight.device.type == "cpu" and weight.dim() == 2 and x.numel() > 0
+            and (bias is None or (bias.dtype == x.dtype and bias.device.type == "cpu"))
             and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
-            and available())
+            and _kernel_takes(x.dtype))
 
 
 def _version(weight: torch.Tensor) -> int:
@@ -76,7 +108,7 @@ def _packed(weight: torch.Tensor) -> torch.Tensor:
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)``, through the packed kernel where it applies."""
-    if _usable(x, weight) and (bias is None or (bias.dtype == torch.float32 and bias.device.type == "cpu")):
+    if _usable(x, weight, bias):
         return torch.ops.mkldnn._linear_pointwise(x, _packed(weight), bias, "none", [], "")
     return F.linear(x, weight, bias)
 
@@ -90,10 +122,10 @@ class PackedLinear(nn.Linear):
 
     def forward(self, x):
         w, pk = self.weight, self._pk
-        if (pk is not None and pk[0] is w and pk[1] == _version(w) and x.dtype == torch.float32
+        if (pk is not None and pk[0] is w and pk[1] == _version(w) and x.dtype == w.dtype
                 and x.device.type == "cpu" and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))):
             return torch.ops.mkldnn._linear_pointwise(x, pk[2], self.bias, "none", [], "")
-        if _usable(x, w) and (self.bias is None or (self.bias.dtype == torch.float32 and self.bias.device.type == "cpu")):
+        if _usable(x, w, self.bias):
             packed = _packed(w)
             self.__dict__["_pk"] = (w, _version(w), packed)
             return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, "none", [], "")
@@ -109,14 +141,16 @@ class PackedLinear(nn.Linear):
 def pack_linears(module: nn.Module, prepack: bool = True) -> nn.Module:
     """Make every plain ``nn.Linear`` inside ``module`` a :class:`PackedLinear`, in
     place (parameters, hooks and state dict are kept), and with ``prepack`` pack the
-    float32 CPU weights now rather than on first use. A no-op when the packed kernel
+    CPU weights the kernel takes (float32; bfloat16 where the CPU has it) now rather
+    than on first use. A no-op when the packed kernel
     is unavailable or turned off."""
     if not available():
         return module
     for m in module.modules():
         if type(m) is nn.Linear:
             m.__class__ = PackedLinear
-        if prepack and type(m) is PackedLinear and m.weight.dtype == torch.float32 and m.weight.device.type == "cpu":
+        if (prepack and type(m) is PackedLinear and m.weight.device.type == "cpu"
+                and m.weight.dtype in _KERNEL_DTYPES and _kernel_takes(m.weight.dtype)):
             _packed(m.weight)
     return module
 

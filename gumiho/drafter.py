@@ -326,8 +326,21 @@ class Drafter(nn.Module):
         # Plain attributes (not submodules): not trained, not saved, not moved by .to().
         object.__setattr__(self, "_embed", emb)
         self._lm_head_weight = head.weight.detach()
-        self._draft_head_weight = self._lm_head_weight[self.draft_vocab_ids.to(self._lm_head_weight.device)]
+        self._refresh_draft_head()
         return self
+
+    def _refresh_draft_head(self):
+        """The rows of the target's LM head that the drafter may propose, in the
+        drafter's own dtype (a bfloat16 drafter on a float32 target reads half the
+        bytes per draft step). Kept in step with set_draft_vocab and .to()."""
+        if self._lm_head_weight is not None:
+            rows = self._lm_head_weight[self.draft_vocab_ids.to(self._lm_head_weight.device)]
+            self._draft_head_weight = rows.to(self.fc.weight.dtype).contiguous()
+
+    def _apply(self, fn, *args, **kwargs):
+        out = super()._apply(fn, *args, **kwargs)
+        self._refresh_draft_head()
+        return out
 
     def _require_target(self):
         if self._embed is None:
@@ -352,8 +365,7 @@ class Drafter(nn.Module):
         ids = torch.as_tensor(ids, dtype=torch.long).flatten()
         self.cfg.draft_vocab_size = int(ids.numel())
         self.draft_vocab_ids = ids.to(self.fc.weight.device)
-        if self._lm_head_weight is not None:
-            self._draft_head_weight = self._lm_head_weight[self.draft_vocab_ids.to(self._lm_head_weight.device)]
+        self._refresh_draft_head()
 
     # -- pieces of the forward -------------------------------------------------------
 

@@ -223,10 +223,35 @@ def prepare_target(model, tokenizer, name: str, device=None, dtype=None) -> Targ
     return Target(model=model, tokenizer=tokenizer, name=name, device=torch.device(device), dtype=dtype)
 
 
-def load_drafter(path: str, target: Target):
+DRAFTER_DTYPES = ("auto", "fp32", "bf16", "fp16")
+
+
+def drafter_dtype(target: Target, dtype: Optional[str] = None) -> torch.dtype:
+    """The dtype a drafter runs in next to ``target``.
+
+    ``auto`` (default): the target's on a GPU; on a CPU bfloat16 where the CPU has
+    bf16 matrix instructions, else float32. Drafting on a CPU is bound by reading the
+    drafter's weights from memory every step (the target's forward has pushed them
+    out of the caches), so half the bytes is a cheaper draft step (measured in
+    benchmarks/notes.md). The drafter's dtype never changes the output, which the
+    target's verification alone decides; it can change what gets drafted, so
+    acceptance may move a little. ``fp32``/``bf16``/``fp16`` force one."""
+    from .cpulinear import available_bf16
+
+    if dtype in (None, "auto"):
+        if target.device.type == "cuda":
+            return target.dtype
+        return torch.bfloat16 if available_bf16() else torch.float32
+    if dtype not in DRAFTER_DTYPES:
+        raise GumihoError(f"Unknown drafter dtype {dtype!r}; use one of {', '.join(DRAFTER_DTYPES)}.")
+    return pick_dtype(dtype, target.device)
+
+
+def load_drafter(path: str, target: Target, dtype: Optional[str] = None):
     """A drafter folder (config.json + model.safetensors) attached to ``target``, or
     an official Gumiho checkpoint (hub id, or a folder or file with pytorch_model.bin;
-    see gumiho.official). Refuses a drafter made for another model."""
+    see gumiho.official). Refuses a drafter made for another model. ``dtype``: see
+    :func:`drafter_dtype`."""
     from .drafter import Drafter
     from .official import is_official_source, load_official
 
@@ -238,9 +263,10 @@ def load_drafter(path: str, target: Target):
             f"Drafter folder {path!r} has model.safetensors but no config.json; put the config.json "
             f"saved with these weights next to them (or save the drafter again)."
         )
+    dt = drafter_dtype(target, dtype)
     if is_official_source(path):
-        return load_official(path, target)
-    drafter = Drafter.load(path, device=target.device, dtype=target.dtype if target.device.type == "cuda" else torch.float32)
+        return load_official(path, target, dtype=dt)
+    drafter = Drafter.load(path, device=target.device, dtype=dt)
     drafter.attach_target(target.model)
     return drafter
 

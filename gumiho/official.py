@@ -248,10 +248,10 @@ def map_state_dict(state: dict, cfg: DrafterConfig, expected: dict, embed_shape:
 
 
 def load_official(source: str, target, rms_norm_eps: Optional[float] = None,
-                  revision: Optional[str] = None) -> Drafter:
+                  revision: Optional[str] = None, dtype: Optional[torch.dtype] = None) -> Drafter:
     """An official Gumiho drafter (hub id, folder or file) for ``target`` (a loaded
     :class:`gumiho.models.Target`), on the target's device, attached to it. Its dtype
-    follows the target on CUDA and is float32 on CPU, as for the engine's drafters.
+    is ``dtype``, by default the target's on CUDA and float32 on CPU.
     ``rms_norm_eps`` defaults to the value a released drafter was trained with (known
     by its hub id), else the target's."""
     path = checkpoint_file(source, revision)
@@ -266,7 +266,8 @@ def load_official(source: str, target, rms_norm_eps: Optional[float] = None,
     mapped = map_state_dict(state, cfg, expected, _shape(embed), target.name, str(source))
     mapped["draft_vocab_ids"] = torch.arange(cfg.vocab_size, dtype=torch.long)
     model.load_state_dict(mapped, strict=True, assign=True)
-    dtype = target.dtype if target.device.type == "cuda" else torch.float32
+    if dtype is None:
+        dtype = target.dtype if target.device.type == "cuda" else torch.float32
     model = model.to(device=target.device, dtype=dtype).eval()
     for p in model.parameters():
         p.requires_grad_(False)

@@ -70,7 +70,7 @@ def main(argv=None) -> int:
         print(f"{len(seqs)} held-out sequences of {args.data}")
     answers = torch.cat([s.ids[s.loss_mask.bool()] for s in seqs])
     for folder in args.drafters:
-        drafter = load_drafter(folder, target)
+        drafter = load_drafter(folder, target, dtype="fp32")  # the precision the training report uses
         report = evaluate(drafter, seqs, args.batch_tokens, LossConfig(), torch.device("cpu"))
         # A drafter can only ever propose its draft vocabulary: the share of answer
         # tokens inside it caps its agreement.

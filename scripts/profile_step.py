@@ -20,7 +20,11 @@ drafters have), so trees have their real shape and cost but almost nothing is
 accepted. Medians over the steps; the machine may be shared, so compare runs in
 the same process.
 
-    OMP_WAIT_POLICY=PASSIVE nice -n 10 python scripts/profile_step.py --steps 60 --threads 2
+    python scripts/profile_step.py --steps 60 --threads 2
+    python scripts/profile_step.py --threads 2 --drafter-dtype fp32,bf16   # the drafter's precision
+
+Run it as the bench runs (no OMP_WAIT_POLICY=PASSIVE: with it, every small
+operation of a two-thread step pays for waking the second thread).
 """
 from __future__ import annotations
 
@@ -155,6 +159,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="alternating speculative/vanilla rounds")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     ap.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel"])
+    ap.add_argument("--drafter-dtype", default="auto",
+                    help="the drafter's dtype (gumiho.models.drafter_dtype: auto, fp32, bf16); several, comma-"
+                         "separated, are timed in alternating rounds of the same process")
     ap.add_argument("--total-tokens", type=int, default=None,
                     help="tree size (default: the device's tree, TreeSettings.for_device)")
     ap.add_argument("--prefill-tokens", type=int, default=800,
@@ -165,27 +172,38 @@ def main():
     import gumiho as g
 
     target = g.load_target(None, device="cpu")
-    drafter = make_drafter(g, target, args.kind)
+    from importlib import import_module
+
+    pick = getattr(import_module(g.__name__ + ".models"), "drafter_dtype", None)
+    drafters = {}
+    for name in [n.strip() for n in args.drafter_dtype.split(",") if n.strip()]:
+        drafter = make_drafter(g, target, args.kind)
+        drafters[name] = drafter.to(pick(target, name)) if pick else drafter
     # The tree the engine uses on this device (what the benchmarks run), optionally resized.
     settings = g.TreeSettings.for_device(target.device)
     if args.total_tokens is not None:
         settings = dataclasses.replace(settings, total_tokens=args.total_tokens)
     prompt_ids = target.encode(PROMPT)
+    dtypes = ", ".join(f"{n}: {str(d.fc.weight.dtype).replace('torch.', '')}" for n, d in drafters.items())
     print(f"threads {torch.get_num_threads()}, prompt {len(prompt_ids)} tokens, {args.steps} steps x {args.rounds}, "
-          f"{args.kind} drafter, {settings}")
-    spec_steps(g, target, drafter, prompt_ids, 3, settings)  # warm-up
-    all_times = {p: [] for p in PARTS}
-    all_sizes, van = [], []
+          f"{args.kind} drafter ({dtypes}), {settings}")
+    for drafter in drafters.values():
+        spec_steps(g, target, drafter, prompt_ids, 3, settings)  # warm-up
+    all_times = {n: {p: [] for p in PARTS} for n in drafters}
+    all_sizes = {n: [] for n in drafters}
+    van = []
     for _ in range(args.rounds):
-        times, sizes = spec_steps(g, target, drafter, prompt_ids, args.steps, settings)
-        for p in PARTS:
-            all_times[p] += times[p]
-        all_sizes += sizes
+        for name, drafter in drafters.items():
+            times, sizes = spec_steps(g, target, drafter, prompt_ids, args.steps, settings)
+            for p in PARTS:
+                all_times[name][p] += times[p]
+            all_sizes[name] += sizes
         van += vanilla_steps(g, target, prompt_ids, args.steps)
-    report("spec", all_times, all_sizes)
     print(f"{'vanilla':>10}: forward {med_ms(van):6.2f} ms per step")
-    step = med_ms([sum(ts) for ts in zip(*all_times.values())])
-    print(f"break-even tau (spec step / vanilla step): {step / med_ms(van):.2f}")
+    for name in drafters:
+        report(f"spec {name}" if len(drafters) > 1 else "spec", all_times[name], all_sizes[name])
+        step = med_ms([sum(ts) for ts in zip(*all_times[name].values())])
+        print(f"{'':>10}  break-even tau (spec step / vanilla step): {step / med_ms(van):.2f}")
     if args.prefill_tokens:
         text = PROMPT
         while len(target.encode(text)) < args.prefill_tokens:

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from gumiho import Drafter, DrafterConfig, TreeSettings
-from gumiho.cpulinear import PackedLinear, available, linear, pack_linears
+from gumiho.cpulinear import PackedLinear, available, available_bf16, linear, pack_linears
 from gumiho.drafter import causal_mask
 from gumiho.kvcache import GrowingLayer, cache_layers, keep_tree_entries, new_cache
 from gumiho.tree import DraftTree, verify_inputs
@@ -60,6 +60,28 @@ def test_packed_linear_matches_f_linear_and_falls_back():
         w = torch.randn(8, 16, dtype=torch.float64)
         xd = torch.randn(2, 16, dtype=torch.float64)
         assert torch.equal(linear(xd, w), F.linear(xd, w))
+
+
+@pytest.mark.skipif(not available_bf16(), reason="no bf16 matrix instructions on this CPU (or no packed kernel)")
+def test_packed_linear_takes_bfloat16_weights_where_the_cpu_has_them():
+    """bf16 layers (the drafter on such CPUs) go through the packed kernel, and give
+    F.linear's bf16 result up to bf16 rounding."""
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(64, 96), nn.Linear(96, 32, bias=False)).bfloat16()
+    model = pack_linears(copy.deepcopy(ref))
+    for shape in [(1, 64), (3, 64), (2, 5, 64)]:
+        x = torch.randn(*shape).bfloat16()
+        with torch.inference_mode():
+            got, want = model(x), ref(x)
+        assert got.dtype == torch.bfloat16
+        assert torch.allclose(got.float(), want.float(), atol=0.05, rtol=0.02)
+    assert all(m.__dict__.get("_pk") is not None for m in model)  # packed once, then reused
+    w, x = torch.randn(40, 64).bfloat16(), torch.randn(3, 64).bfloat16()
+    with torch.no_grad():
+        assert torch.allclose(linear(x, w).float(), F.linear(x, w).float(), atol=0.05, rtol=0.02)
+        # Mixed dtypes take the plain path (which refuses them, as F.linear does).
+        with pytest.raises(RuntimeError):
+            linear(x.float(), w)
 
 
 def _same_cache(a, b):
@@ -149,3 +171,40 @@ def test_drafter_growing_kv_matches_concatenation():
         _, new = drafter.transformer(u, torch.arange(L)[None], causal_mask(L, 0, u.device))
     for (k, v), (rk, rv) in zip(session.kv, new):
         assert torch.allclose(k, rk, atol=1e-4) and torch.allclose(v, rv, atol=1e-4)
+
+
+def test_drafter_dtype_follows_the_cpu(monkeypatch):
+    """auto: bf16 on a CPU with bf16 matrix instructions, else fp32; the target's
+    dtype on a GPU; explicit choices are kept; a wrong name is refused clearly."""
+    import gumiho.cpulinear as cpulinear
+    from gumiho import GumihoError
+    from gumiho.models import Target, drafter_dtype
+
+    cpu = Target(model=None, tokenizer=None, name="t", device=torch.device("cpu"), dtype=torch.float32)
+    for native, want in ((True, torch.bfloat16), (False, torch.float32)):
+        monkeypatch.setattr(cpulinear, "available_bf16", lambda native=native: native)
+        assert drafter_dtype(cpu) == want and drafter_dtype(cpu, "auto") == want
+        assert drafter_dtype(cpu, "fp32") == torch.float32 and drafter_dtype(cpu, "bf16") == torch.bfloat16
+    gpu = Target(model=None, tokenizer=None, name="t", device=torch.device("cuda"), dtype=torch.float16)
+    assert drafter_dtype(gpu) == torch.float16
+    with pytest.raises(GumihoError, match="drafter dtype 'int4'"):
+        drafter_dtype(cpu, "int4")
+
+
+def test_drafter_draft_head_follows_the_drafter_dtype():
+    """The draft-vocabulary rows of the target's LM head are kept in the drafter's
+    dtype through .to() and set_draft_vocab, and draft logits match float32's."""
+    target = tiny_target("llama")
+    torch.manual_seed(0)
+    drafter = Drafter(DrafterConfig.for_target(target.config, "gumiho")).eval().attach_target(target.model)
+    drafter.set_draft_vocab(torch.arange(40, 80))
+    h = torch.randn(3, drafter.cfg.hidden_size)
+    want = drafter.draft_logits(h)
+    drafter.to(torch.bfloat16)
+    assert drafter._draft_head_weight.dtype == torch.bfloat16 and drafter._draft_head_weight.shape[0] == 40
+    assert torch.allclose(drafter.draft_logits(h.bfloat16()).float(), want, atol=0.05, rtol=0.02)
+    drafter.set_draft_vocab(torch.arange(10))
+    assert drafter._draft_head_weight.dtype == torch.bfloat16 and drafter._draft_head_weight.shape[0] == 10
+    drafter.float()
+    assert drafter._draft_head_weight.dtype == torch.float32
+    assert torch.equal(drafter._draft_head_weight, target.model.get_output_embeddings().weight[:10])

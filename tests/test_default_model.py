@@ -94,8 +94,12 @@ def test_oracle_drafter_is_lossless_with_long_accepted_paths(target, vanilla):
 
 
 @pytest.mark.skipif(shipped_drafter_path("gumiho") is None, reason="no shipped drafter in assets/drafters yet")
-def test_shipped_drafter_is_lossless(target, vanilla):
-    drafter = load_drafter(shipped_drafter_path("gumiho"), target)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_shipped_drafter_is_lossless(target, vanilla, dtype):
+    """In float32 and in bfloat16 (the CPU default where the CPU has bf16 matrix
+    instructions): the drafter's precision changes what it drafts, never the output."""
+    drafter = load_drafter(shipped_drafter_path("gumiho"), target, dtype=dtype)
+    assert drafter.fc.weight.dtype == {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     accepted = 0
     for k, (ids, ref, reason) in enumerate(vanilla):
         r = spec(target, ids, drafter, TREES[k % 2])

@@ -84,12 +84,16 @@ def test_context_limit_honoured():
     assert out == ref and steps[-1].finish_reason == ref_steps[-1].finish_reason
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel"])
-def test_real_drafter_random_weights_is_lossless(kind):
+def test_real_drafter_random_weights_is_lossless(kind, dtype):
+    """Also with a bfloat16 drafter on a float32 target (the CPU default where bf16
+    is native): mixed dtypes between drafter and target must not leak into the output."""
     target = tiny_target("llama")
     torch.manual_seed(1)
     cfg = DrafterConfig.for_target(target.config, kind)
-    drafter = Drafter(cfg).eval().attach_target(target.model)
+    drafter = Drafter(cfg).eval().attach_target(target.model).to(dtype)
+    assert drafter._draft_head_weight.dtype == dtype
     for tree in (TreeSettings(total_tokens=8, depth=4, top_k=2), TreeSettings(total_tokens=20, depth=7, top_k=4,
                                                                                 mlp_keep=4, full_tree_tokens=6)):
         for prompt in prompts(3, 96, seed=11):

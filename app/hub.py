@@ -18,7 +18,7 @@ import torch
 
 from gumiho import (Drafter, DrafterConfig, GenerationSettings, GumihoError, Target, TreeSettings, load_drafter,
                     load_target, shipped_drafter_path, stream)
-from gumiho.models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL
+from gumiho.models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, drafter_dtype
 
 from .inputs import DRAFTER_KINDS, DRAFTER_LABELS
 
@@ -43,7 +43,7 @@ def _random_drafter(target: Target, kind: str) -> Drafter:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(1234)
         drafter = Drafter(DrafterConfig.for_target(target.config, kind))
-    drafter = drafter.to(device=target.device, dtype=torch.float32 if target.device.type == "cpu" else target.dtype)
+    drafter = drafter.to(device=target.device, dtype=drafter_dtype(target))
     return drafter.eval().attach_target(target.model)
 
 

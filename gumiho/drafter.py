@@ -385,9 +385,12 @@ class Drafter(nn.Module):
             new.append(kv)
         return x, new
 
-    def run_heads(self, head_input: torch.Tensor) -> list[torch.Tensor]:
-        """All MLP heads at once: [.., head_inputs*H] -> list of M predicted hidden states."""
-        return [head(head_input) for head in self.heads]
+    def run_heads(self, head_input: torch.Tensor, count: Optional[int] = None) -> list[torch.Tensor]:
+        """The MLP heads on one input: [.., head_inputs*H] -> list of predicted hidden
+        states, one per head; only the first ``count`` heads where given (a tree
+        shallower than the drafter reaches needs no more, and each head costs a pass
+        over its weights)."""
+        return [head(head_input) for head in self.heads[:count]]
 
     def new_session(self):
         """Drafting state for one generation (see gumiho.drafting)."""

@@ -156,7 +156,7 @@ class DraftSession:
         chain_args = None
         if head_in is not None and mlp_roots:
             n_mlp = min(cfg.mlp_heads, depth_cap - S)
-            head_out = torch.stack(d.run_heads(head_in)[:n_mlp], 1)  # [R, n_mlp, H]
+            head_out = torch.stack(d.run_heads(head_in, n_mlp), 1)  # [R, n_mlp, H]
             logp_all = F.log_softmax(d.draft_logits(head_out).float(), -1)  # [R, n_mlp, V']
             k = min(settings.mlp_top_k, logp_all.shape[-1])
             top_v, top_i = torch.topk(logp_all, k, dim=-1)  # [R, n_mlp, k]

@@ -61,10 +61,13 @@ class TreeSettings:
         if torch.device(device).type == "cuda":
             # The paper's node budget and depth, with a smaller MLP branching so drafting stays cheap.
             return cls(total_tokens=63, depth=7, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True, full_tree_tokens=8)
-        # CPU: chosen with scripts/tune_tree.py (shipped SmolLM2 drafter, 2 cores). Its
+        # CPU: chosen with scripts/tune_tree.py (shipped SmolLM2 drafter, 2 cores). A
+        # verify forward over up to about 9 tokens costs about what a one-token forward
+        # does there, and more beyond; within those 9, four first-position candidates
+        # and one full-tree node accept more than three and two. The drafter's
         # acceptance beyond position 2 is near zero, so wider or deeper trees only add
         # verify cost; a stronger drafter wants a larger tree.
-        return cls(total_tokens=6, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree=True, full_tree_tokens=2)
+        return cls(total_tokens=7, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=True, full_tree_tokens=1)
 
 
 @dataclass

@@ -3,6 +3,8 @@ machine load) and the measured per-step cost ratio, interleaved with vanilla run
 
     python scripts/tune_tree.py --drafter assets/drafters/smollm2-135m-gumiho \
         --prompts benchmarks/prompts/mt_bench.jsonl --limit 5 --max-new-tokens 48
+    python scripts/tune_tree.py --drafter assets/drafters/smollm2-135m-gumiho \
+        --prompts benchmarks/prompts/gsm8k.jsonl --limit 10 --max-new-tokens 64 --tau-only --trees 4,5,6
 """
 from __future__ import annotations
 
@@ -23,7 +25,13 @@ GRID = [
     dict(total_tokens=5, depth=5, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
     dict(total_tokens=3, depth=3, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=1),
     dict(total_tokens=4, depth=4, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
-    dict(total_tokens=6, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
+    dict(total_tokens=6, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),  # the CPU default until it
+    # was re-tuned with the drafter in bf16: the same 8 drafted nodes at most, 4 first-position candidates
+    dict(total_tokens=7, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),  # the CPU default
+    dict(total_tokens=8, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0),
+    # The old default's candidate pool (same drafting work), more of it verified.
+    dict(total_tokens=8, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
+    dict(total_tokens=10, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=3),
     dict(total_tokens=8, depth=6, top_k=3, mlp_top_k=2, mlp_keep=4, full_tree_tokens=3),
     dict(total_tokens=12, depth=6, top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
     dict(total_tokens=20, depth=6, top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
@@ -36,25 +44,31 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", required=True)
     ap.add_argument("--limit", type=int, default=5)
     ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--tau-only", action="store_true",
+                    help="no vanilla runs and no timing: tau is exact and does not depend on the machine's load")
+    ap.add_argument("--trees", default=None, help="comma-separated row numbers of the grid (0-based; default all)")
     args = ap.parse_args(argv)
     target = load_target()
     drafter = load_drafter(args.drafter, target)
     prompts = [target.encode(p.text) for p in load_prompts(args.prompts, args.limit)]
     rows = []
-    for grid in GRID:
+    rows_wanted = range(len(GRID)) if not args.trees else [int(i) for i in args.trees.split(",")]
+    for grid in [GRID[i] for i in rows_wanted]:
         tree = TreeSettings(**grid)
         van_s = spec_s = 0.0
         steps_all = []
         for ids in prompts:
-            t0 = time.perf_counter()
-            list(stream(target, ids, None, GenerationSettings(max_new_tokens=args.max_new_tokens)))
-            van_s += time.perf_counter() - t0
+            if not args.tau_only:
+                t0 = time.perf_counter()
+                list(stream(target, ids, None, GenerationSettings(max_new_tokens=args.max_new_tokens)))
+                van_s += time.perf_counter() - t0
             t0 = time.perf_counter()
             steps_all += list(stream(target, ids, drafter, GenerationSettings(max_new_tokens=args.max_new_tokens,
                                                                               tree=tree)))
             spec_s += time.perf_counter() - t0
         st = summarize(steps_all, drafter.cfg.max_depth)
-        rows.append({"tree": grid, "tau": round(st.tau, 3), "speedup": round(van_s / spec_s, 3),
+        rows.append({"tree": grid, "tau": round(st.tau, 3), "target_forwards": st.target_forwards,
+                     "speedup": None if args.tau_only else round(van_s / spec_s, 3),
                      "acceptance": [round(a, 3) for a in st.acceptance_by_position()]})
         print(json.dumps(rows[-1]), flush=True)
     return 0

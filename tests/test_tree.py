@@ -363,3 +363,21 @@ def test_prefill_with_last_logits_only_matches_the_full_prefill():
         nxt = int(l_last[0].argmax())
         step = [target.forward(torch.tensor([[nxt]]), torch.tensor([[len(seq)]]), None, c)[1] for c in (full_cache, last_cache)]
         assert torch.equal(step[0], step[1])
+
+
+@pytest.mark.parametrize("depth, heads_run", [(3, 1), (5, 3), (7, 5), (2, 0)])
+def test_drafting_runs_only_the_heads_the_tree_reaches(depth, heads_run):
+    """A Gumiho drafter (2 serial positions, 5 MLP heads) drafting a tree of depth D
+    runs heads 1..D-2 and no others: each head is a pass over its weights."""
+    target = tiny_target("llama", vocab=VOCAB, hidden=32, seed=4)
+    drafter = random_drafter(target, "gumiho")
+    calls = [0] * len(drafter.heads)
+    for j, head in enumerate(drafter.heads):
+        head.register_forward_hook(lambda mod, args, out, j=j: calls.__setitem__(j, calls[j] + 1))
+    session = drafter.new_session()
+    with torch.no_grad():
+        hidden = target.model(torch.tensor([[5, 6, 7, 8]]), output_hidden_states=True).hidden_states[-1][0]
+    session.extend(hidden, torch.tensor([6, 7, 8, 9]))
+    tree = session.propose(9, TreeSettings(total_tokens=12, depth=depth, top_k=2, mlp_top_k=2, mlp_keep=2))
+    assert calls == [1] * heads_run + [0] * (len(drafter.heads) - heads_run)
+    assert max(tree.depths) <= depth and len(tree) > 1

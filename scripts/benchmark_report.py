@@ -95,6 +95,25 @@ def figure(runs, html_path: Path, png_path: Path) -> bool:
         return False
 
 
+def setup_words(rec: dict) -> str:
+    """"; target in float32, drafters in bfloat16; draft tree ..." from a bench record
+    (older records without the drafter dtype give only what they hold)."""
+    methods = [m for m in rec["methods"].values() if isinstance(m, dict)]
+    dtypes = sorted({m["drafter_dtype"] for m in methods if m.get("drafter_dtype")})
+    words = [f"target in {rec['dtype']}" if rec.get("dtype") else ""]
+    if dtypes:
+        words.append(f"drafters in {', '.join(dtypes)}")
+    tree = next((m["tree"] for m in methods if m.get("tree")), None)
+    if tree:
+        full = (f" plus up to {tree['full_tree_tokens']} full-tree node{'s' if tree['full_tree_tokens'] != 1 else ''}"
+                if tree.get("full_tree") and tree.get("full_tree_tokens") else "")
+        words.append(f"draft tree of {tree['total_tokens']} nodes{full}, depth {tree['depth']}, top-k {tree['top_k']} "
+                     f"at the serial positions, {tree['mlp_top_k']} tokens per MLP head and path, "
+                     f"{tree['mlp_keep']} paths kept per MLP depth")
+    words = [w for w in words if w]
+    return ("; " + "; ".join(words)) if words else ""
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="+")
@@ -119,7 +138,7 @@ def main(argv=None) -> int:
         f"temperature {first['temperature']}, max_new_tokens {first['max_new_tokens']}, "
         f"{first['prompts']} prompts per set (the first turn of each"
         f"{'; taken category by category in turn, so MT-Bench covers all of its categories' if first.get('prompt_selection', '').startswith('spread') else ''}"
-        f"), drafters from `assets/drafters/`. "
+        f"), drafters from `assets/drafters/`{setup_words(first)}. "
         "Every method runs on every prompt in the same process, interleaved prompt by prompt, after a warm-up.",
         "",
         "Metric words: **tau** = new tokens / target forwards (bonus tokens count, vanilla = 1); "

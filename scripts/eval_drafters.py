@@ -42,6 +42,19 @@ def benchmark_sequences(target, prompts_file: str, limit: int | None, max_new_to
     return [tdata.Sequence(ids.long(), mask, hid) for ids, mask, hid in shards.iter_sequences(packed)]
 
 
+def widened_vocab(ids: torch.Tensor, size: int, vocab_size: int) -> torch.Tensor:
+    """``ids`` followed by the lowest token ids not among them, ``size`` in all (0:
+    the whole vocabulary). The drafter's LM head is the target's, so any row of it
+    can be scored; only the training objective saw the draft vocabulary alone."""
+    size = vocab_size if size <= 0 else min(size, vocab_size)
+    if size <= ids.numel():
+        return ids
+    inside = torch.zeros(vocab_size, dtype=torch.bool)
+    inside[ids] = True
+    rest = torch.nonzero(~inside).flatten()[: size - ids.numel()]
+    return torch.cat([ids, rest])
+
+
 def main(argv=None) -> int:
     from gumiho.models import load_drafter, load_target
     from gumiho.train import data as tdata
@@ -59,6 +72,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--batch-tokens", type=int, default=2048)
+    ap.add_argument("--draft-vocab", type=int, default=None,
+                    help="score with a larger draft vocabulary: the drafter's own tokens, then the lowest token ids "
+                         "not among them (BPE merge order, roughly frequency), up to this many (0: all)")
     args = ap.parse_args(argv)
     target = load_target()
     if args.prompts:
@@ -71,11 +87,14 @@ def main(argv=None) -> int:
     answers = torch.cat([s.ids[s.loss_mask.bool()] for s in seqs])
     for folder in args.drafters:
         drafter = load_drafter(folder, target, dtype="fp32")  # the precision the training report uses
+        if args.draft_vocab is not None:
+            drafter.set_draft_vocab(widened_vocab(drafter.draft_vocab_ids.cpu(), args.draft_vocab, drafter.cfg.vocab_size))
         report = evaluate(drafter, seqs, args.batch_tokens, LossConfig(), torch.device("cpu"))
         # A drafter can only ever propose its draft vocabulary: the share of answer
         # tokens inside it caps its agreement.
         inside = torch.isin(answers, drafter.draft_vocab_ids.cpu()).float().mean()
-        print(json.dumps({"drafter": folder, "top1_by_position": [round(a, 3) for a in report["top1_by_position"]],
+        print(json.dumps({"drafter": folder, "draft_vocab": int(drafter.draft_vocab_ids.numel()),
+                          "top1_by_position": [round(a, 3) for a in report["top1_by_position"]],
                           "loss": round(report["loss"], 4),
                           "answer_tokens_in_draft_vocab": round(float(inside), 3)}), flush=True)
     return 0

@@ -159,7 +159,7 @@ data (FR-Spec), which cover {100 * s['draft_vocab_coverage']:.1f}% of the held-o
 | held-out top-1 agreement with the target by position ({split}the true tokens fed along the chain; {over}) | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
 
 Measured with `python -m gumiho.bench` ({bench['prompts']} prompts of `{Path(bench.get('prompts_file') or 'mt_bench').name}`{', taken category by category' if str(bench.get('prompt_selection', '')).startswith('spread') else ''},
-max_new_tokens {bench['max_new_tokens']}, temperature {bench['temperature']}, {bench['device']}{' (' + bench['cpu'] + ')' if bench.get('cpu') else ''}):
+max_new_tokens {bench['max_new_tokens']}, temperature {bench['temperature']}, {bench['device']}{' (' + bench['cpu'] + ')' if bench.get('cpu') else ''}{', drafter in ' + m['drafter_dtype'] if m.get('drafter_dtype') else ''}{', draft tree of ' + str(m['tree']['total_tokens']) + ' nodes, top-k ' + str(m['tree']['top_k']) if m.get('tree') else ''}):
 
 | tau | acceptance at d = 1..7 | tokens/s | speedup vs vanilla |
 |---|---|---|---|

@@ -95,12 +95,19 @@ def _version(weight: torch.Tensor) -> int:
     return -1 if weight.is_inference() else weight._version
 
 
+def _stamp(weight: torch.Tensor) -> tuple:
+    """What a packed copy was made from: the weight's version, its storage and dtype.
+    ``module.to(dtype)`` swaps a parameter's data without making a new Parameter or
+    bumping its version, so the version alone would keep serving the old packing."""
+    return _version(weight), weight.data_ptr(), weight.dtype
+
+
 def _packed(weight: torch.Tensor) -> torch.Tensor:
     entry = _PACKED.get(weight)
-    version = _version(weight)
-    if entry is None or entry[0] != version:
+    stamp = _stamp(weight)
+    if entry is None or entry[0] != stamp:
         with torch.no_grad():
-            entry = (version, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 16))
+            entry = (stamp, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 16))
         with _LOCK:
             _PACKED[weight] = entry
     return entry[1]
@@ -115,19 +122,19 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 class PackedLinear(nn.Linear):
     """An ``nn.Linear`` whose forward goes through :func:`linear`. It remembers its
-    packed weight (and the weight version it was packed from) to skip the look-up
-    on the next call; copies and pickles leave that out."""
+    packed weight (and what it was packed from, see _stamp) to skip the look-up on
+    the next call; copies and pickles leave that out."""
 
-    _pk = None  # (weight, weight version, packed weight)
+    _pk = None  # (weight, its _stamp, packed weight)
 
     def forward(self, x):
         w, pk = self.weight, self._pk
-        if (pk is not None and pk[0] is w and pk[1] == _version(w) and x.dtype == w.dtype
+        if (pk is not None and pk[0] is w and pk[1] == _stamp(w) and x.dtype == w.dtype
                 and x.device.type == "cpu" and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))):
             return torch.ops.mkldnn._linear_pointwise(x, pk[2], self.bias, "none", [], "")
         if _usable(x, w, self.bias):
             packed = _packed(w)
-            self.__dict__["_pk"] = (w, _version(w), packed)
+            self.__dict__["_pk"] = (w, _stamp(w), packed)
             return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, "none", [], "")
         return F.linear(x, w, self.bias)
 

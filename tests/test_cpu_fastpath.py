@@ -84,6 +84,23 @@ def test_packed_linear_takes_bfloat16_weights_where_the_cpu_has_them():
             linear(x.float(), w)
 
 
+@needs_packed
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+def test_packed_linear_follows_a_dtype_change_after_use(dtype):
+    """module.to(dtype) swaps a used layer's weight data in place (same Parameter, same
+    version): the next call must not take the packing of the old data."""
+    torch.manual_seed(0)
+    model = pack_linears(nn.Sequential(nn.Linear(16, 24), nn.Linear(24, 8)))
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        model(x)  # packs the float32 weights
+        model.to(dtype)
+        got = model(x.to(dtype))
+        want = F.linear(F.linear(x.to(dtype), model[0].weight, model[0].bias), model[1].weight, model[1].bias)
+    assert got.dtype == dtype
+    assert torch.allclose(got.float(), want.float(), atol=0.05 if dtype == torch.bfloat16 else 1e-6)
+
+
 def _same_cache(a, b):
     for la, lb in zip(cache_layers(a), cache_layers(b)):
         assert la.keys.shape == lb.keys.shape

@@ -35,7 +35,6 @@ _PACKED = WeakIdKeyDictionary()  # weight tensor -> (weight version, packed weig
 _LOCK = threading.Lock()
 _AVAILABLE = None  # None: not checked yet
 _AVAILABLE_BF16 = None
-_KERNEL_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def _kernel_works(dtype: torch.dtype, **tolerance) -> bool:
@@ -78,11 +77,12 @@ def available_bf16() -> bool:
 
 
 def _kernel_takes(dtype: torch.dtype) -> bool:
+    """Whether the packed kernel is used for this dtype: float32, and bfloat16 where native."""
     return available() if dtype == torch.float32 else dtype == torch.bfloat16 and available_bf16()
 
 
 def _usable(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> bool:
-    return (x.dtype == weight.dtype and x.dtype in _KERNEL_DTYPES and x.device.type == "cpu"
+    return (x.dtype == weight.dtype and x.device.type == "cpu"
             and weight.device.type == "cpu" and weight.dim() == 2 and x.numel() > 0
             and (bias is None or (bias.dtype == x.dtype and bias.device.type == "cpu"))
             and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
@@ -149,15 +149,13 @@ def pack_linears(module: nn.Module, prepack: bool = True) -> nn.Module:
     """Make every plain ``nn.Linear`` inside ``module`` a :class:`PackedLinear`, in
     place (parameters, hooks and state dict are kept), and with ``prepack`` pack the
     CPU weights the kernel takes (float32; bfloat16 where the CPU has it) now rather
-    than on first use. A no-op when the packed kernel
-    is unavailable or turned off."""
+    than on first use. A no-op when the packed kernel is unavailable or turned off."""
     if not available():
         return module
     for m in module.modules():
         if type(m) is nn.Linear:
             m.__class__ = PackedLinear
-        if (prepack and type(m) is PackedLinear and m.weight.device.type == "cpu"
-                and m.weight.dtype in _KERNEL_DTYPES and _kernel_takes(m.weight.dtype)):
+        if prepack and type(m) is PackedLinear and m.weight.device.type == "cpu" and _kernel_takes(m.weight.dtype):
             _packed(m.weight)
     return module
 

@@ -25,9 +25,11 @@ GRID = [
     dict(total_tokens=5, depth=5, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
     dict(total_tokens=3, depth=3, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=1),
     dict(total_tokens=4, depth=4, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
-    dict(total_tokens=6, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),  # the CPU default until it
-    # was re-tuned with the drafter in bf16: the same 8 drafted nodes at most, 4 first-position candidates
-    dict(total_tokens=7, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),  # the CPU default
+    # Rows 4-6 share a budget of 8 drafted nodes. Row 4 was the CPU default while the
+    # drafter ran in float32; row 5, with 4 first-position candidates, is the default
+    # now; row 6 spends the full-tree node on the base tree instead.
+    dict(total_tokens=6, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
+    dict(total_tokens=7, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
     dict(total_tokens=8, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0),
     # The old default's candidate pool (same drafting work), more of it verified.
     dict(total_tokens=8, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),

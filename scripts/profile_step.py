@@ -15,13 +15,27 @@ one token) for comparison:
 and a prefill over a long prompt (``--prefill-tokens``) with the logits of the last
 position only, as the decode loop asks for them, against the logits of every position.
 
-The drafter has random weights and a restricted draft vocabulary (as trained
-drafters have), so trees have their real shape and cost but almost nothing is
-accepted. Medians over the steps; the machine may be shared, so compare runs in
-the same process.
+By default the drafter has random weights and a restricted draft vocabulary (as
+trained drafters have), so trees have their real shape and cost but almost nothing
+is accepted: every extend is one position. Medians over the steps; the machine may
+be shared, so compare runs in the same process.
+
+With ``--drafter`` (a trained drafter) and ``--prompts`` (a benchmark prompt file)
+the steps are those of real decoding: accepted paths of every length, so the
+extend and the cache update do their real work, contexts of the prompts' lengths.
+Accepted lengths vary from step to step, so the figures are means (the bench's
+wall time is their sum), and the mean new tokens per step (tau) turns the
+break-even figure into the speedup these steps would give. Every prompt runs
+``--steps`` steps (past its end of answer, if it comes sooner).
 
     python scripts/profile_step.py --steps 60 --threads 2
     python scripts/profile_step.py --threads 2 --drafter-dtype fp32,bf16   # the drafter's precision
+    python scripts/profile_step.py --threads 2 --prefill-tokens 0 --steps 32 --rounds 2 \
+        --drafter assets/drafters/smollm2-135m-gumiho --prompts benchmarks/prompts/mt_bench.jsonl --limit 10
+
+``--verify-sizes 1,7,9,11,13`` also times target forwards over trees of those node
+counts (what a bigger tree would cost); ``--ops N`` lists where the time of a
+one-token forward and of a verify forward goes, operation by operation.
 
 Run it as the bench runs (no OMP_WAIT_POLICY=PASSIVE: with it, every small
 operation of a two-thread step pays for waking the second thread).
@@ -31,6 +45,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+from importlib import import_module
 import statistics
 import sys
 import time
@@ -58,18 +73,27 @@ def make_drafter(g, target, kind="gumiho", draft_vocab=8192, seed=0):
 
 def _new_cache(g):
     """The KV cache the decode loop of package ``g`` uses."""
-    from importlib import import_module
-
     from transformers import DynamicCache
 
     factory = getattr(import_module(g.__name__ + ".kvcache"), "new_cache", None)
     return factory() if factory is not None else DynamicCache()
 
 
-def spec_steps(g, target, drafter, prompt_ids, steps, settings):
-    """Per-part times (seconds) of ``steps`` greedy speculative steps of package ``g``."""
-    from importlib import import_module
+def after_prompt(g, target, drafter, prompt_ids):
+    """The state after the prompt's prefill: the target's cache, a drafting session
+    that has read the prompt, and the first token (greedy). Call in inference mode."""
+    cache = _new_cache(g)
+    n = len(prompt_ids)
+    hidden, logits = target.forward(torch.tensor([prompt_ids]), torch.arange(n)[None], None, cache)
+    last = int(logits[-1].argmax())
+    session = drafter.new_session()
+    session.extend(hidden, torch.tensor(prompt_ids[1:] + [last]))
+    return cache, session, last
 
+
+def spec_steps(g, target, drafter, prompt_ids, steps, settings, added=None):
+    """Per-part times (seconds) of ``steps`` greedy speculative steps of package ``g``
+    (and, appended to the list ``added`` when given, how many tokens each step added)."""
     kv = import_module(g.__name__ + ".kvcache")
     tr = import_module(g.__name__ + ".tree")
     ve = import_module(g.__name__ + ".verify")
@@ -78,13 +102,8 @@ def spec_steps(g, target, drafter, prompt_ids, steps, settings):
     sizes = []
     clock = time.perf_counter
     with torch.inference_mode():
-        cache = _new_cache(g)
-        n = len(prompt_ids)
-        hidden, logits = target.forward(torch.tensor([prompt_ids]), torch.arange(n)[None], None, cache)
-        last = int(logits[-1].argmax())
-        session = drafter.new_session()
-        session.extend(hidden, torch.tensor(prompt_ids[1:] + [last]))
-        past = n
+        cache, session, last = after_prompt(g, target, drafter, prompt_ids)
+        past = len(prompt_ids)
         for _ in range(steps):
             t0 = clock()
             tree = session.propose(last, settings)
@@ -107,6 +126,8 @@ def spec_steps(g, target, drafter, prompt_ids, steps, settings):
             for p, a, b in zip(PARTS, (t0, t1, t2, t3, t4, t5, t6), (t1, t2, t3, t4, t5, t6, t7)):
                 times[p].append(b - a)
             sizes.append(len(tree))
+            if added is not None:
+                added.append(len(new_tokens))
             past += len(new_tokens)
             last = new_tokens[-1]
     return times, sizes
@@ -143,22 +164,118 @@ def prefill_times(g, target, prompt_ids, rounds):
     return {k: statistics.median(v) for k, v in out.items()}
 
 
+def op_times(g, target, drafter, prompt_ids, settings, forwards=20):
+    """Self CPU time per target forward of each operation (torch.profiler), for a
+    one-token forward and for a verify forward over the tree the drafter proposes
+    after the prompt: {op name: (ms one token, ms tree)}, and the tree's size."""
+    from torch.profiler import ProfilerActivity, profile
+
+    kv = import_module(g.__name__ + ".kvcache")
+    tr = import_module(g.__name__ + ".tree")
+    with torch.inference_mode():
+        cache, session, last = after_prompt(g, target, drafter, prompt_ids)
+        n = len(prompt_ids)
+        tree = session.propose(last, settings)
+        ids, pos, mask = tr.verify_inputs(tree, n, target.device, target.dtype)
+        runs = {"one": lambda: target.forward(torch.tensor([[last]]), torch.tensor([[n]]), None, cache),
+                "tree": lambda: target.forward(ids, pos, mask, cache)}
+        out = {}
+        for name, run in runs.items():
+            run()
+            kv.keep_tree_entries(cache, n, [])  # back to the prompt's cache
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for _ in range(forwards):
+                    run()
+                    kv.keep_tree_entries(cache, n, [])
+            out[name] = {e.key: e.self_cpu_time_total / 1000 / forwards for e in prof.key_averages()}
+    names = set(out["one"]) | set(out["tree"])
+    return {k: (out["one"].get(k, 0.0), out["tree"].get(k, 0.0)) for k in names}, len(tree)
+
+
+def verify_times(g, target, drafter, prompt_ids, settings, sizes, rounds=15):
+    """Median seconds of a target forward over a tree of each node count in ``sizes``
+    (root included; 1 = a one-token forward), the trees the drafter proposes after the
+    prompt with a budget of that many nodes, the sizes interleaved round by round."""
+    kv = import_module(g.__name__ + ".kvcache")
+    tr = import_module(g.__name__ + ".tree")
+    out = {n: [] for n in sizes}
+    with torch.inference_mode():
+        cache, session, last = after_prompt(g, target, drafter, prompt_ids)
+        n_prompt = len(prompt_ids)
+        inputs = {}
+        for n in sizes:
+            if n > 1:
+                tree = session.propose(last, dataclasses.replace(settings, total_tokens=n - 1, full_tree=False,
+                                                                 full_tree_tokens=0))
+                inputs[n] = tr.verify_inputs(tree, n_prompt, target.device, target.dtype)
+            else:
+                inputs[n] = (torch.tensor([[last]]), torch.tensor([[n_prompt]]), None)
+        for _ in range(rounds):
+            for n in sizes:
+                t0 = time.perf_counter()
+                target.forward(*inputs[n], cache)
+                out[n].append(time.perf_counter() - t0)
+                kv.keep_tree_entries(cache, n_prompt, [])  # back to the prompt's cache
+    return {n: statistics.median(v) for n, v in out.items()}
+
+
+def print_op_times(times, tree_size, top):
+    print(f"self CPU ms per target forward (torch.profiler; its own overhead included), one token vs the "
+          f"{tree_size}-node tree:")
+    ranked = sorted(times.items(), key=lambda kv: -max(kv[1]))[:top]
+    for name, (one, tree) in ranked:
+        print(f"  {name:<55} {one:7.2f} {tree:7.2f}  {tree - one:+6.2f}")
+    one, tree = (sum(v[i] for v in times.values()) for i in (0, 1))
+    print(f"  {'all operations':<55} {one:7.2f} {tree:7.2f}  {tree - one:+6.2f}")
+
+
 def med_ms(xs):
     return 1000 * statistics.median(xs)
 
 
-def report(name, times, sizes):
+def mean_ms(xs):
+    return 1000 * statistics.mean(xs)
+
+
+def report(name, times, sizes, stat=med_ms):
     total = [sum(ts) for ts in zip(*times.values())]
-    parts = "  ".join(f"{p} {med_ms(times[p]):6.2f}" for p in PARTS)
-    print(f"{name:>10}: {parts}  | step {med_ms(total):6.2f} ms  (tree {statistics.median(sizes):.0f} nodes)")
+    parts = "  ".join(f"{p} {stat(times[p]):6.2f}" for p in PARTS)
+    print(f"{name:>10}: {parts}  | step {stat(total):6.2f} ms  (tree {statistics.median(sizes):.0f} nodes)")
+
+
+def load_drafters(g, target, args, pick):
+    """One drafter per requested dtype: the trained one of ``--drafter``, or random."""
+    drafters = {}
+    for name in [n.strip() for n in args.drafter_dtype.split(",") if n.strip()]:
+        if args.drafter:
+            drafters[name] = g.load_drafter(args.drafter, target, dtype=name)
+        else:
+            drafter = make_drafter(g, target, args.kind)
+            drafters[name] = drafter.to(pick(target, name)) if pick else drafter
+    return drafters
+
+
+def prompt_list(g, target, args):
+    """Token ids of the prompts to time: ``--prompts`` (the bench's reading of a
+    prompt file, its chat template included) or the one fixed prompt."""
+    if not args.prompts:
+        return [target.encode(PROMPT)]
+    bench = import_module(g.__name__ + ".bench")
+    return [bench._prompt_ids(target, p) for p in bench.load_prompts(args.prompts, limit=args.limit)]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--steps", type=int, default=40, help="steps per prompt and round")
     ap.add_argument("--rounds", type=int, default=3, help="alternating speculative/vanilla rounds")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
-    ap.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel"])
+    ap.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel"],
+                    help="the random drafter's kind (without --drafter)")
+    ap.add_argument("--drafter", default=None,
+                    help="a trained drafter folder (default: a random-weight drafter, which accepts almost nothing)")
+    ap.add_argument("--prompts", default=None, help="a benchmark prompt file (.jsonl) to decode instead of one "
+                                                    "fixed prompt")
+    ap.add_argument("--limit", type=int, default=10, help="prompts read from --prompts")
     ap.add_argument("--drafter-dtype", default="auto",
                     help="the drafter's dtype (gumiho.models.drafter_dtype: auto, fp32, bf16); several, comma-"
                          "separated, are timed in alternating rounds of the same process")
@@ -166,44 +283,61 @@ def main():
                     help="tree size (default: the device's tree, TreeSettings.for_device)")
     ap.add_argument("--prefill-tokens", type=int, default=800,
                     help="also time a prefill of this many tokens, logits of the last position vs all (0: skip)")
+    ap.add_argument("--verify-sizes", default="",
+                    help="also time target forwards over trees of these node counts, comma-separated, root "
+                         "included (1: a one-token forward), interleaved in one process")
+    ap.add_argument("--ops", type=int, default=0,
+                    help="also list the N operations that take the most time in a one-token target forward and "
+                         "in a verify forward over a tree (0: skip)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     import gumiho as g
 
     target = g.load_target(None, device="cpu")
-    from importlib import import_module
-
     pick = getattr(import_module(g.__name__ + ".models"), "drafter_dtype", None)
-    drafters = {}
-    for name in [n.strip() for n in args.drafter_dtype.split(",") if n.strip()]:
-        drafter = make_drafter(g, target, args.kind)
-        drafters[name] = drafter.to(pick(target, name)) if pick else drafter
+    drafters = load_drafters(g, target, args, pick)
     # The tree the engine uses on this device (what the benchmarks run), optionally resized.
     settings = g.TreeSettings.for_device(target.device)
     if args.total_tokens is not None:
         settings = dataclasses.replace(settings, total_tokens=args.total_tokens)
-    prompt_ids = target.encode(PROMPT)
+    prompts = prompt_list(g, target, args)
+    stat, stat_name = (mean_ms, "means") if args.drafter else (med_ms, "medians")
     dtypes = ", ".join(f"{n}: {str(d.fc.weight.dtype).replace('torch.', '')}" for n, d in drafters.items())
-    print(f"threads {torch.get_num_threads()}, prompt {len(prompt_ids)} tokens, {args.steps} steps x {args.rounds}, "
-          f"{args.kind} drafter ({dtypes}), {settings}")
+    who = f"drafter {args.drafter}" if args.drafter else f"random {args.kind} drafter"
+    lengths = sorted(len(p) for p in prompts)
+    print(f"threads {torch.get_num_threads()}, {len(prompts)} prompt(s) of {lengths[0]}-{lengths[-1]} tokens, "
+          f"{args.steps} steps x {args.rounds} rounds each, {who} ({dtypes}), {settings}; {stat_name} per step")
     for drafter in drafters.values():
-        spec_steps(g, target, drafter, prompt_ids, 3, settings)  # warm-up
+        spec_steps(g, target, drafter, prompts[0], 3, settings)  # warm-up
     all_times = {n: {p: [] for p in PARTS} for n in drafters}
     all_sizes = {n: [] for n in drafters}
+    all_added = {n: [] for n in drafters}
     van = []
     for _ in range(args.rounds):
-        for name, drafter in drafters.items():
-            times, sizes = spec_steps(g, target, drafter, prompt_ids, args.steps, settings)
-            for p in PARTS:
-                all_times[name][p] += times[p]
-            all_sizes[name] += sizes
-        van += vanilla_steps(g, target, prompt_ids, args.steps)
-    print(f"{'vanilla':>10}: forward {med_ms(van):6.2f} ms per step")
+        for prompt_ids in prompts:
+            for name, drafter in drafters.items():
+                times, sizes = spec_steps(g, target, drafter, prompt_ids, args.steps, settings, all_added[name])
+                for p in PARTS:
+                    all_times[name][p] += times[p]
+                all_sizes[name] += sizes
+            van += vanilla_steps(g, target, prompt_ids, args.steps)
+    print(f"{'vanilla':>10}: forward {stat(van):6.2f} ms per step")
     for name in drafters:
-        report(f"spec {name}" if len(drafters) > 1 else "spec", all_times[name], all_sizes[name])
-        step = med_ms([sum(ts) for ts in zip(*all_times[name].values())])
-        print(f"{'':>10}  break-even tau (spec step / vanilla step): {step / med_ms(van):.2f}")
+        report(f"spec {name}" if len(drafters) > 1 else "spec", all_times[name], all_sizes[name], stat)
+        ratio = stat([sum(ts) for ts in zip(*all_times[name].values())]) / stat(van)
+        line = f"{'':>10}  break-even tau (spec step / vanilla step): {ratio:.2f}"
+        if args.drafter:
+            tau = statistics.mean(all_added[name])
+            line += f"; tau {tau:.2f}, so these steps run {tau / ratio:.2f}x as fast as vanilla's"
+        print(line)
+    if args.verify_sizes:
+        sizes = [int(n) for n in args.verify_sizes.split(",") if n.strip()]
+        times = verify_times(g, target, next(iter(drafters.values())), prompts[0], settings, sizes)
+        print("target forward over a tree of N nodes (medians, ms): "
+              + ", ".join(f"{n}: {1000 * t:.2f}" for n, t in times.items()))
+    if args.ops:
+        print_op_times(*op_times(g, target, next(iter(drafters.values())), prompts[0], settings), args.ops)
     if args.prefill_tokens:
         text = PROMPT
         while len(target.encode(text)) < args.prefill_tokens:

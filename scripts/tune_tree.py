@@ -37,6 +37,15 @@ GRID = [
     dict(total_tokens=8, depth=6, top_k=3, mlp_top_k=2, mlp_keep=4, full_tree_tokens=3),
     dict(total_tokens=12, depth=6, top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
     dict(total_tokens=20, depth=6, top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
+    # Rows 12-17: the default (row 5) with one thing changed. More first-position
+    # candidates at the same budget; a shallower tree (fewer MLP heads to run); one or
+    # two more drafted nodes (a verify forward over 10 or 11 tokens).
+    dict(total_tokens=7, depth=5, top_k=5, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
+    dict(total_tokens=7, depth=5, top_k=6, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
+    dict(total_tokens=7, depth=4, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
+    dict(total_tokens=7, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
+    dict(total_tokens=8, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
+    dict(total_tokens=9, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
 ]
 
 

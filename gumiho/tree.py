@@ -61,13 +61,16 @@ class TreeSettings:
         if torch.device(device).type == "cuda":
             # The paper's node budget and depth, with a smaller MLP branching so drafting stays cheap.
             return cls(total_tokens=63, depth=7, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True, full_tree_tokens=8)
-        # CPU: chosen with scripts/tune_tree.py (shipped SmolLM2 drafter, 2 cores). A
-        # verify forward over up to about 9 tokens costs about what a one-token forward
-        # does there, and more beyond; within those 9, four first-position candidates
-        # and one full-tree node accept more than three and two. The drafter's
-        # acceptance beyond position 2 is near zero, so wider or deeper trees only add
-        # verify cost; a stronger drafter wants a larger tree.
-        return cls(total_tokens=7, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=True, full_tree_tokens=1)
+        # CPU: chosen with scripts/tune_tree.py (shipped SmolLM2 drafter, 2 cores) and
+        # scripts/profile_step.py --verify-sizes. The target's packed float32 products
+        # take rows in blocks of about six on an AVX-512 CPU: a verify forward over 3-6
+        # tokens costs no more than a one-token forward, over 7-12 tokens some 10% more.
+        # So the tree is 6 nodes, root included: 5 drafted, four first-position
+        # candidates. The drafter's acceptance beyond position 3 is near zero at this
+        # budget, so the tree stops at depth 3 and runs one MLP head, not three; and
+        # the full-tree node is left out, because at a fixed budget a base-tree node is
+        # accepted more often. A stronger drafter wants a larger tree.
+        return cls(total_tokens=5, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0)
 
 
 @dataclass

@@ -26,8 +26,8 @@ GRID = [
     dict(total_tokens=3, depth=3, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=1),
     dict(total_tokens=4, depth=4, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
     # Rows 4-6 share a budget of 8 drafted nodes. Row 4 was the CPU default while the
-    # drafter ran in float32; row 5, with 4 first-position candidates, is the default
-    # now; row 6 spends the full-tree node on the base tree instead.
+    # drafter ran in float32; row 5, with 4 first-position candidates, followed it;
+    # row 6 spends the full-tree node on the base tree instead.
     dict(total_tokens=6, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
     dict(total_tokens=7, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
     dict(total_tokens=8, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0),
@@ -46,6 +46,13 @@ GRID = [
     dict(total_tokens=7, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
     dict(total_tokens=8, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
     dict(total_tokens=9, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
+    # Rows 18-20: trees of 6 and 12 nodes (root included). On an AVX-512 CPU the target's
+    # packed products take rows in blocks of about six: a forward over 3-6 tokens costs
+    # no more than a one-token forward, over 7-12 tokens a few ms more, over 13 more again
+    # (profile_step.py --verify-sizes). Row 18 is the CPU default now.
+    dict(total_tokens=5, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0),
+    dict(total_tokens=5, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0),
+    dict(total_tokens=11, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0),
 ]
 
 

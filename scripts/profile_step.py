@@ -43,6 +43,7 @@ operation of a two-thread step pays for waking the second thread).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 from importlib import import_module
@@ -164,6 +165,16 @@ def prefill_times(g, target, prompt_ids, rounds):
     return {k: statistics.median(v) for k, v in out.items()}
 
 
+def forward_inputs(g, target, session, last, n_prompt, settings=None):
+    """(ids, positions, mask) of a target forward right after the prompt: over the
+    tree the drafter proposes below ``last`` with ``settings``, or, with no settings,
+    over the one token ``last`` (a vanilla step)."""
+    if settings is None:
+        return torch.tensor([[last]]), torch.tensor([[n_prompt]]), None
+    tree = session.propose(last, settings)
+    return import_module(g.__name__ + ".tree").verify_inputs(tree, n_prompt, target.device, target.dtype)
+
+
 def op_times(g, target, drafter, prompt_ids, settings, forwards=20):
     """Self CPU time per target forward of each operation (torch.profiler), for a
     one-token forward and for a verify forward over the tree the drafter proposes
@@ -171,25 +182,21 @@ def op_times(g, target, drafter, prompt_ids, settings, forwards=20):
     from torch.profiler import ProfilerActivity, profile
 
     kv = import_module(g.__name__ + ".kvcache")
-    tr = import_module(g.__name__ + ".tree")
+    n = len(prompt_ids)
+    out = {}
     with torch.inference_mode():
         cache, session, last = after_prompt(g, target, drafter, prompt_ids)
-        n = len(prompt_ids)
-        tree = session.propose(last, settings)
-        ids, pos, mask = tr.verify_inputs(tree, n, target.device, target.dtype)
-        runs = {"one": lambda: target.forward(torch.tensor([[last]]), torch.tensor([[n]]), None, cache),
-                "tree": lambda: target.forward(ids, pos, mask, cache)}
-        out = {}
-        for name, run in runs.items():
-            run()
-            kv.keep_tree_entries(cache, n, [])  # back to the prompt's cache
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                for _ in range(forwards):
-                    run()
-                    kv.keep_tree_entries(cache, n, [])
+        inputs = {"one": forward_inputs(g, target, session, last, n),
+                  "tree": forward_inputs(g, target, session, last, n, settings)}
+        for name, args in inputs.items():
+            for profiled in (False, True):  # one unprofiled forward first, as a warm-up
+                with profile(activities=[ProfilerActivity.CPU]) if profiled else contextlib.nullcontext() as prof:
+                    for _ in range(forwards if profiled else 1):
+                        target.forward(*args, cache)
+                        kv.keep_tree_entries(cache, n, [])  # back to the prompt's cache
             out[name] = {e.key: e.self_cpu_time_total / 1000 / forwards for e in prof.key_averages()}
     names = set(out["one"]) | set(out["tree"])
-    return {k: (out["one"].get(k, 0.0), out["tree"].get(k, 0.0)) for k in names}, len(tree)
+    return {k: (out["one"].get(k, 0.0), out["tree"].get(k, 0.0)) for k in names}, inputs["tree"][0].shape[1]
 
 
 def verify_times(g, target, drafter, prompt_ids, settings, sizes, rounds=15):
@@ -197,19 +204,12 @@ def verify_times(g, target, drafter, prompt_ids, settings, sizes, rounds=15):
     (root included; 1 = a one-token forward), the trees the drafter proposes after the
     prompt with a budget of that many nodes, the sizes interleaved round by round."""
     kv = import_module(g.__name__ + ".kvcache")
-    tr = import_module(g.__name__ + ".tree")
+    n_prompt = len(prompt_ids)
     out = {n: [] for n in sizes}
     with torch.inference_mode():
         cache, session, last = after_prompt(g, target, drafter, prompt_ids)
-        n_prompt = len(prompt_ids)
-        inputs = {}
-        for n in sizes:
-            if n > 1:
-                tree = session.propose(last, dataclasses.replace(settings, total_tokens=n - 1, full_tree=False,
-                                                                 full_tree_tokens=0))
-                inputs[n] = tr.verify_inputs(tree, n_prompt, target.device, target.dtype)
-            else:
-                inputs[n] = (torch.tensor([[last]]), torch.tensor([[n_prompt]]), None)
+        inputs = {n: forward_inputs(g, target, session, last, n_prompt, None if n == 1 else dataclasses.replace(
+            settings, total_tokens=n - 1, full_tree=False, full_tree_tokens=0)) for n in sizes}
         for _ in range(rounds):
             for n in sizes:
                 t0 = time.perf_counter()

@@ -20,6 +20,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gumiho import GenerationSettings, TreeSettings, load_drafter, load_target, stream, summarize  # noqa: E402
 from gumiho.bench import load_prompts  # noqa: E402
 
+# The last two CPU defaults, rows 5 and 18: 7 drafted nodes plus up to 1 full-tree
+# node (9 with the root), and 5 drafted nodes without (6 with the root).
+NINE_NODES = dict(total_tokens=7, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1)
+SIX_NODES = dict(total_tokens=5, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0)
+
 GRID = [
     dict(total_tokens=4, depth=4, top_k=1, mlp_top_k=1, mlp_keep=1, full_tree_tokens=2),  # a chain
     dict(total_tokens=5, depth=5, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
@@ -29,30 +34,30 @@ GRID = [
     # drafter ran in float32; row 5, with 4 first-position candidates, followed it;
     # row 6 spends the full-tree node on the base tree instead.
     dict(total_tokens=6, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
-    dict(total_tokens=7, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
-    dict(total_tokens=8, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0),
+    NINE_NODES,
+    dict(NINE_NODES, total_tokens=8, full_tree=False, full_tree_tokens=0),
     # The old default's candidate pool (same drafting work), more of it verified.
     dict(total_tokens=8, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
     dict(total_tokens=10, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=3),
     dict(total_tokens=8, depth=6, top_k=3, mlp_top_k=2, mlp_keep=4, full_tree_tokens=3),
     dict(total_tokens=12, depth=6, top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
     dict(total_tokens=20, depth=6, top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
-    # Rows 12-17: the default (row 5) with one thing changed. More first-position
+    # Rows 12-17: the 9-node tree (row 5) with one thing changed. More first-position
     # candidates at the same budget; a shallower tree (fewer MLP heads to run); one or
     # two more drafted nodes (a verify forward over 10 or 11 tokens).
-    dict(total_tokens=7, depth=5, top_k=5, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
-    dict(total_tokens=7, depth=5, top_k=6, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
-    dict(total_tokens=7, depth=4, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
-    dict(total_tokens=7, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
-    dict(total_tokens=8, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
-    dict(total_tokens=9, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1),
+    dict(NINE_NODES, top_k=5),
+    dict(NINE_NODES, top_k=6),
+    dict(NINE_NODES, depth=4),
+    dict(NINE_NODES, depth=3),
+    dict(NINE_NODES, total_tokens=8),
+    dict(NINE_NODES, total_tokens=9),
     # Rows 18-20: trees of 6 and 12 nodes (root included). On an AVX-512 CPU the target's
     # packed products take rows in blocks of about six: a forward over 3-6 tokens costs
     # no more than a one-token forward, over 7-12 tokens a few ms more, over 13 more again
     # (profile_step.py --verify-sizes). Row 18 is the CPU default now.
-    dict(total_tokens=5, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0),
-    dict(total_tokens=5, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0),
-    dict(total_tokens=11, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0),
+    SIX_NODES,
+    dict(SIX_NODES, depth=5),
+    dict(SIX_NODES, total_tokens=11, depth=5),
 ]
 
 

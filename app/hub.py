@@ -179,12 +179,13 @@ class ModelHub:
 
     @staticmethod
     def _warm(target: Target, drafter: Drafter):
-        """One short vanilla and one short speculative generation, so the first
-        timed race does not pay for first-call allocations."""
+        """One short vanilla and one short speculative generation with the device's
+        tree, so the first timed race pays neither for first-call allocations nor for
+        measuring the verify cost of a cost-aware tree (a few seconds on a CPU)."""
         ids = target.encode("Hello!")
-        tiny = TreeSettings(total_tokens=8, depth=3, top_k=2, mlp_top_k=2, mlp_keep=2, full_tree_tokens=1)
+        tree = TreeSettings.for_device(target.device)
         for d in (None, drafter):
-            for _ in stream(target, ids, d, GenerationSettings(max_new_tokens=3, tree=tiny)):
+            for _ in stream(target, ids, d, GenerationSettings(max_new_tokens=3, tree=tree)):
                 pass
 
     def wait_ready(self, timeout: Optional[float] = None) -> bool:

@@ -100,9 +100,20 @@ def check_prompt_ids(ids: list[int], context_length: int, model: str) -> list[in
     return ids
 
 
+def flag(value, name: str, default: bool) -> bool:
+    """A yes/no control: a bool, or None for ``default`` (an API call may leave it out)."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise GumihoError(f"{name} must be true or false; got {str(value)[:40]!r}.")
+
+
 def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k, budget,
                   drafter_kind="gumiho", target_id="", drafter_path="",
-                  max_tokens_cap: Optional[int] = None) -> Request:
+                  max_tokens_cap: Optional[int] = None, cost_aware=None) -> Request:
     cap = max_tokens_cap or MAX_NEW_TOKENS
     prompt = check_prompt(prompt)
     n = whole(max_new_tokens, "Max new tokens", 1, cap, f"a whole number from 1 to {cap} in this demo")
@@ -115,6 +126,7 @@ def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k
         top_k=whole(top_k, "Tree top-k", 1, MAX_TREE_TOP_K),
         mlp_top_k=DEVICE_TREE.mlp_top_k, mlp_keep=DEVICE_TREE.mlp_keep, full_tree=DEVICE_TREE.full_tree,
         full_tree_tokens=DEVICE_TREE.full_tree_tokens,
+        cost_aware=flag(cost_aware, "Size trees by measured cost", DEVICE_TREE.cost_aware),
     )
     kind = (drafter_kind or "gumiho")
     kind = {v: k for k, v in DRAFTER_LABELS.items()}.get(kind, kind)

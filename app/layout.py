@@ -108,11 +108,19 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                         top_k = gr.Slider(1, MAX_TREE_TOP_K, value=DEVICE_TREE.top_k, step=1,
                                           label="Tree top-k (branching of the serial steps)")
                         budget = gr.Slider(1, MAX_TREE_NODES, value=DEVICE_TREE.total_tokens, step=1,
-                                           label="Tree node budget (drafted tokens per step)")
+                                           label="Tree node budget (drafted tokens per step; "
+                                                 "the most per step when sized by cost)")
+                        cost_aware = gr.Checkbox(DEVICE_TREE.cost_aware, label="Size trees by measured cost",
+                                                 info="Each step verifies only the drafted tokens likely enough "
+                                                      "to pay for the longer verify forward on this machine",
+                                                 elem_id="gm-cost-aware")
                         drafter = gr.Dropdown(choices=hub.drafter_choices(), value="gumiho", label="Drafter",
                                               elem_id="gm-drafter")
-                    gr.Markdown("On a CPU every extra tree node costs verify time; on a GPU trees of ~60 nodes "
-                                "cost little more than one token. With temperature > 0 the two columns sample "
+                    gr.Markdown("On a CPU extra tree nodes cost verify time, by an amount that depends on the CPU; "
+                                "sized by cost, each step keeps a drafted token only when its chance of being "
+                                "accepted pays for that time, as timed on this machine at start-up. On a GPU "
+                                "trees of ~60 nodes cost little more than one token. "
+                                "With temperature > 0 the two columns sample "
                                 "different texts from the same distribution; at 0 they are identical.")
                 with gr.Accordion("Advanced: another target model", open=False):
                     gr.Markdown("Any Hugging Face causal LM with full attention (Llama, Qwen2, SmolLM, Mistral…): "
@@ -196,11 +204,11 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                     "", "", render_stats(None), render_stats(None), "")
 
         def race_compute(rid, prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v, kind_v,
-                         target_v, drafter_path_v):
+                         target_v, drafter_path_v, cost_aware_v=None):
             ctl = RUNS.get(rid) or Control()
             try:
                 req = parse_request(prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v,
-                                    kind_v, target_v, drafter_path_v)
+                                    kind_v, target_v, drafter_path_v, cost_aware=cost_aware_v)
                 if not req.target_id and not hub.wait_ready(0):
                     yield None, render_banner("Waiting for the model to finish loading…", "loading"), gr.skip()
                     hub.wait_ready(600)
@@ -270,7 +278,7 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
             return render_run(result.gumiho, None, bool(show))
 
         race_inputs = [run_id, prompt, max_new, temperature, top_p, seed, depth, top_k, budget, drafter, target_id,
-                       drafter_path]
+                       drafter_path, cost_aware]
         replay_outputs = [v_html, g_html, v_stats, g_stats, result_html, acc_plot, hist_plot, speed_plot, status]
         (run_btn.click(start_race, inputs=[ghosts],
                        outputs=[run_id, run_btn, stop_btn, status, v_html, g_html, v_stats, g_stats, result_html],
@@ -287,12 +295,13 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                       show_progress="hidden", api_visibility="undocumented")
 
         # ---------------------------------------------------------------------- walkthrough events
-        def walk_run(prompt_v, tokens_v, kind_v, depth_v, top_k_v, budget_v, target_v, drafter_path_v):
+        def walk_run(prompt_v, tokens_v, kind_v, depth_v, top_k_v, budget_v, target_v, drafter_path_v,
+                     cost_aware_v=None):
             nothing = (None, gr.Slider(interactive=False), gr.Button(interactive=False), gr.Button(interactive=False),
                        "", None, "", "")
             try:
                 req = parse_request(prompt_v, tokens_v, 0.0, 1.0, 0, depth_v, top_k_v, budget_v, kind_v, target_v,
-                                    drafter_path_v, max_tokens_cap=WALK_MAX_NEW_TOKENS)
+                                    drafter_path_v, max_tokens_cap=WALK_MAX_NEW_TOKENS, cost_aware=cost_aware_v)
                 if not req.target_id:
                     hub.wait_ready(600)
                 walk = hub.submit(lambda: compute_walk(hub, req)).result()
@@ -325,7 +334,7 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
 
         walk_view_outputs = [walk_head, walk_plot, walk_table, walk_text]
         walk_btn.click(walk_run, inputs=[walk_prompt, walk_tokens, drafter, depth, top_k, budget, target_id,
-                                         drafter_path],
+                                         drafter_path, cost_aware],
                        outputs=[walk_status, walk_state, walk_slider, prev_btn, next_btn] + walk_view_outputs,
                        concurrency_id=GENERATE, concurrency_limit=CONCURRENCY, api_visibility="undocumented")
         nav_outputs = [walk_slider, prev_btn, next_btn] + walk_view_outputs
@@ -340,12 +349,13 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
         def race_api(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
                      seed: int = 0, tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.top_k,
                      tree_nodes: int = DEVICE_TREE.total_tokens, drafter: str = "gumiho", target: str = "",
-                     drafter_path: str = "") -> dict:
+                     drafter_path: str = "", tree_cost_aware: bool = DEVICE_TREE.cost_aware) -> dict:
             """Run vanilla and Gumiho decoding of one prompt, each timed alone, and return both texts with
-            their statistics (tau, tokens/s, target forwards, wall time) and the speedup."""
+            their statistics (tau, tokens/s, target forwards, wall time) and the speedup. With
+            tree_cost_aware (the CPU default) tree_nodes is the most drafted tokens a step verifies."""
             try:
                 req = parse_request(prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k,
-                                    tree_nodes, drafter, target, drafter_path)
+                                    tree_nodes, drafter, target, drafter_path, cost_aware=tree_cost_aware)
                 if not req.target_id:
                     hub.wait_ready(600)
                 return summary(hub.submit(lambda: compute_race(hub, req, Control().stop)).result(), prompt)

@@ -33,6 +33,7 @@ from .metrics import GenerationStats, summarize
 from .models import (DEFAULT_TARGET, DEFAULT_TARGET_LABEL, DRAFTER_DTYPES, Target, drafter_dtype, load_drafter, load_target,
                      shipped_drafter_path)
 from .tree import TreeSettings
+from .verifycost import tokens_needed, verify_cost_for
 
 SPECULATIVE_METHODS = ("gumiho", "serial", "parallel")
 METHODS = ("vanilla",) + SPECULATIVE_METHODS
@@ -232,6 +233,12 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
                               f"{ctx} tokens (including the answer); drop it from the prompt file or shorten it.")
         encoded.append(ids)
 
+    verify_cost = None
+    if tree.cost_aware and spec_names:
+        # Measured once, before anything is timed (stream would measure it on first use).
+        log("measuring the verify cost per tree size")
+        verify_cost = verify_cost_for(target, tokens_needed(tree))
+
     # Warm-up: the first prompts through every method, not counted.
     n_warm = min(settings.warmup, len(prompts))
     if n_warm and settings.warmup_tokens:
@@ -298,6 +305,7 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
                                    if van is not None and st.wall_s > 0 else None),
             # Extra keys (not part of the fixed contract above).
             "verify_steps": st.verify_steps,
+            "mean_drafted": round(st.mean_drafted, 3),
             "draft_s": round(st.draft_s, 4),
             "verify_s": round(st.verify_s, 4),
             "tree": asdict(tree) if drafters[name] is not None else None,
@@ -319,6 +327,10 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
         "top_k": settings.top_k,
         "seed": settings.seed,
         "warmup_prompts": n_warm,
+        # The cost-aware tree's view of this machine: ms of a verify over 1, 2, ... tokens.
+        "verify_ms": None if verify_cost is None else {
+            "measured": [round(1000 * c, 3) for c in verify_cost.measured],
+            "fitted": [round(1000 * c, 3) for c in verify_cost.seconds]},
         "torch_threads": torch.get_num_threads(),
         # Speedups on a CPU depend on its vector units (see gumiho.machine).
         "cpu": cpu_summary() if str(target.device).startswith("cpu") else None,
@@ -498,13 +510,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "instructions (AVX512-BF16, AMX), else fp32. Never changes the output")
     p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)")
     g = p.add_argument_group("draft tree (default: sized for the device)")
-    g.add_argument("--total-tokens", type=_positive_int, help="drafted nodes per step")
+    g.add_argument("--total-tokens", type=_positive_int,
+                   help="drafted nodes per step (with a cost-aware tree: the most per step)")
     g.add_argument("--depth", type=_positive_int, help="longest draft path")
     g.add_argument("--top-k", type=_positive_int, help="branching at the serial depths")
     g.add_argument("--mlp-top-k", type=_positive_int, help="tokens per MLP head and path")
     g.add_argument("--mlp-keep", type=_positive_int, help="paths kept at each MLP depth")
     g.add_argument("--full-tree-tokens", type=_nonneg_int, help="extra nodes of the full-tree extension")
     g.add_argument("--no-full-tree", action="store_true", help="turn the full-tree extension off")
+    aware = g.add_mutually_exclusive_group()
+    aware.add_argument("--cost-aware", dest="cost_aware", action="store_true", default=None,
+                       help="size each step's tree by the verify cost measured on this machine (CPU default)")
+    aware.add_argument("--fixed-size", dest="cost_aware", action="store_false",
+                       help="verify every drafted node, --total-tokens of them each step")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (per prompt: seed + index) and random drafters")
     p.add_argument("--warmup", type=_nonneg_int, default=1, help="prompts run first and not counted (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -535,6 +553,8 @@ def tree_from_args(args, device, base: Optional[TreeSettings] = None) -> TreeSet
             setattr(tree, name, v)
     if args.no_full_tree:
         tree.full_tree = False
+    if getattr(args, "cost_aware", None) is not None:
+        tree.cost_aware = args.cost_aware
     return tree.validate()
 
 

@@ -28,6 +28,7 @@ from .kvcache import keep_tree_entries, new_cache
 from .metrics import GenerationStats, summarize
 from .models import Target
 from .tree import DraftTree, TreeSettings, verify_inputs
+from .verifycost import tokens_needed, verify_cost_for
 from .verify import accept_greedy, accept_sampling, process_logits, sample_token
 
 MAX_NEW_TOKENS_LIMIT = 1_000_000
@@ -126,6 +127,10 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
                 reason = "context"
         return out, reason
 
+    verify_cost = None
+    if drafter is not None and tree_settings.cost_aware:
+        # Measured once per target, before the clock starts: it is not this generation's work.
+        verify_cost = verify_cost_for(target, tokens_needed(tree_settings))
     t0 = time.perf_counter()
     session = drafter.new_session() if drafter is not None else None
     cfg = drafter.cfg if drafter is not None else None
@@ -160,7 +165,7 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
             ts = time.perf_counter()
             if session is not None:
                 # The tree must fit in the context window: node at depth d sits at past + d.
-                tree = session.propose(last, tree_settings, max_depth=ctx - past - 1)
+                tree = session.propose(last, tree_settings, max_depth=ctx - past - 1, verify_cost=verify_cost)
             else:
                 tree = DraftTree.root_only(last)
             _sync(dev)

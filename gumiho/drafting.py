@@ -6,12 +6,15 @@ accepted tokens (never from its own guesses), so a rejected draft leaves no trac
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
 from .cpulinear import pack_linears
 from .drafter import Drafter, GrowingKV, causal_mask
 from .tree import DraftTree, TreeSettings, select_nodes, tree_from_candidates
+from .verifycost import VerifyCost, best_node_count
 
 
 class DraftSession:
@@ -56,8 +59,11 @@ class DraftSession:
         self.last_out = out[0, -1]
 
     @torch.no_grad()
-    def propose(self, root_token: int, settings: TreeSettings, max_depth: int | None = None) -> DraftTree:
-        """Draft a tree below ``root_token`` (the last emitted token).
+    def propose(self, root_token: int, settings: TreeSettings, max_depth: int | None = None,
+                verify_cost: VerifyCost | None = None) -> DraftTree:
+        """Draft a tree below ``root_token`` (the last emitted token). With
+        ``verify_cost`` (a cost-aware tree), keep only as many of the best nodes as
+        pay for the verify forward they make longer (gumiho.verifycost).
 
         Serial depths 1..S: a beam of ``top_k`` paths; each step runs the serial
         Transformer once on the beam, every node attending to the context and to its
@@ -183,6 +189,15 @@ class DraftSession:
 
         budget = settings.total_tokens
         keep = select_nodes(c_score, c_par, budget)
+        if verify_cost is not None:
+            # Best first; (score, index) order keeps every prefix a tree (parents come
+            # first among equal scores), so cutting it anywhere is safe.
+            ranked = sorted(keep, key=lambda i: (-c_score[i], i))
+            extra = settings.full_tree_tokens if settings.full_tree and chain_args is not None else 0
+            n = best_node_count([math.exp(c_score[i]) for i in ranked], verify_cost, extra)
+            keep = sorted(ranked[:n])
+            if not keep:
+                return DraftTree.root_only(root_token)
         extension = None
         if chain_args is not None:
             extension = self._extension(keep, c_par, c_dep, c_score, *chain_args, settings.full_tree_tokens)

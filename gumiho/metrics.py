@@ -26,6 +26,12 @@ class GenerationStats:
     draft_s: float = 0.0
     verify_s: float = 0.0
     accepted_hist: list[int] = field(default_factory=list)  # accepted_hist[k] = verify steps that accepted exactly k
+    drafted_nodes: int = 0  # drafted tokens verified, over all verify steps
+
+    @property
+    def mean_drafted(self) -> float:
+        """Drafted tokens per verify step (a cost-aware tree varies it step by step)."""
+        return self.drafted_nodes / self.verify_steps if self.verify_steps else 0.0
 
     @property
     def tau(self) -> float:
@@ -47,7 +53,8 @@ class GenerationStats:
                 + (other.accepted_hist[i] if i < len(other.accepted_hist) else 0) for i in range(n)]
         return GenerationStats(self.new_tokens + other.new_tokens, self.target_forwards + other.target_forwards,
                                self.verify_steps + other.verify_steps, self.wall_s + other.wall_s,
-                               self.draft_s + other.draft_s, self.verify_s + other.verify_s, hist)
+                               self.draft_s + other.draft_s, self.verify_s + other.verify_s, hist,
+                               self.drafted_nodes + other.drafted_nodes)
 
 
 def acceptance_by_position(accepted_hist: list[int], depth: int | None = None) -> list[float]:
@@ -83,6 +90,7 @@ def summarize(steps: Iterable, depth: int = 0) -> GenerationStats:
         st.wall_s = max(st.wall_s, s.elapsed_s)
         if s.step > 0 and s.drafted > 0:
             st.verify_steps += 1
+            st.drafted_nodes += s.drafted
             k = s.accepted_length
             if k >= len(st.accepted_hist):
                 st.accepted_hist.extend([0] * (k + 1 - len(st.accepted_hist)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Union
 
 import torch
@@ -84,6 +84,9 @@ class Target:
     name: str
     device: torch.device
     dtype: torch.dtype
+    # Seconds of a verify forward per tree size on this machine, measured on first use
+    # by a cost-aware tree (gumiho.verifycost.verify_cost_for).
+    verify_cost: Optional[object] = field(default=None, repr=False, compare=False)
 
     @property
     def config(self):

@@ -33,7 +33,12 @@ class TreeSettings:
     ``mlp_top_k`` best tokens. ``full_tree`` (the paper's Full Tree Attention idea,
     made exact here): paths that stop short of the full depth are extended by the MLP
     heads' top-1 guesses for the remaining positions, which costs no drafting at all,
-    with up to ``full_tree_tokens`` extra nodes."""
+    with up to ``full_tree_tokens`` extra nodes.
+
+    ``cost_aware``: ``total_tokens`` becomes the most a step verifies; each step
+    verifies only as many of its best nodes as pay for themselves, from the drafter's
+    path probabilities and the target's verify cost per tree size measured on this
+    machine (gumiho.verifycost has the rule and its derivation)."""
 
     total_tokens: int = 20
     depth: int = 6
@@ -42,6 +47,7 @@ class TreeSettings:
     mlp_keep: int = 6
     full_tree: bool = True
     full_tree_tokens: int = 4
+    cost_aware: bool = False
 
     def validate(self):
         for name in ("total_tokens", "depth", "top_k", "mlp_top_k", "mlp_keep"):
@@ -52,6 +58,9 @@ class TreeSettings:
             raise GumihoError(f"Tree setting total_tokens={self.total_tokens} is too large; use at most 512.")
         if not isinstance(self.full_tree_tokens, int) or self.full_tree_tokens < 0:
             raise GumihoError("Tree setting full_tree_tokens must be a whole number >= 0.")
+        for name in ("full_tree", "cost_aware"):
+            if not isinstance(getattr(self, name), bool):
+                raise GumihoError(f"Tree setting {name} must be True or False, got {getattr(self, name)!r}.")
         return self
 
     @classmethod
@@ -61,16 +70,19 @@ class TreeSettings:
         if torch.device(device).type == "cuda":
             # The paper's node budget and depth, with a smaller MLP branching so drafting stays cheap.
             return cls(total_tokens=63, depth=7, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True, full_tree_tokens=8)
-        # CPU: chosen with scripts/tune_tree.py (shipped SmolLM2 drafter, 2 cores) and
-        # scripts/profile_step.py --verify-sizes. The target's packed float32 products
-        # take rows in blocks of about six on an AVX-512 CPU: a verify forward over 3-6
-        # tokens costs no more than a one-token forward, over 7-12 tokens some 10% more.
-        # So the tree is 6 nodes, root included: 5 drafted, four first-position
-        # candidates. The drafter's acceptance beyond position 3 is near zero at this
-        # budget, so the tree stops at depth 3 and runs one MLP head, not three; and
-        # the full-tree node is left out, because at a fixed budget a base-tree node is
-        # accepted more often. A stronger drafter wants a larger tree.
-        return cls(total_tokens=5, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0)
+        # CPU: a cost-aware tree of at most 11 drafted nodes, depth 3, four first-position
+        # candidates. How a verify forward's cost grows with the tree differs from CPU
+        # to CPU (on an AVX-512 CPU the target's packed float32 products take rows in
+        # blocks of about six, so a forward over 3-6 tokens costs no more than over one;
+        # on AVX2 it climbs from the second token), so each step sizes its tree from the
+        # cost measured on this machine (gumiho.verifycost). On the AVX-512 CPU this was
+        # tuned on it settles on 5 drafted nodes, the best fixed size there
+        # (scripts/tune_tree.py, scripts/profile_step.py --verify-sizes). The shipped
+        # drafter's acceptance beyond position 3 is near zero at these sizes, so the tree
+        # stops at depth 3 and runs one MLP head, not three; no full-tree node, because
+        # at a fixed node count a base-tree node is accepted more often.
+        return cls(total_tokens=11, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0,
+                   cost_aware=True)
 
 
 @dataclass

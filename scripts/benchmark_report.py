@@ -107,7 +107,15 @@ def setup_words(rec: dict) -> str:
     if tree:
         full = (f" plus up to {tree['full_tree_tokens']} full-tree node{'s' if tree['full_tree_tokens'] != 1 else ''}"
                 if tree.get("full_tree") and tree.get("full_tree_tokens") else "")
-        words.append(f"draft tree of {tree['total_tokens']} nodes{full}, depth {tree['depth']}, top-k {tree['top_k']} "
+        if tree.get("cost_aware"):
+            means = ", ".join(f"{name} {m['mean_drafted']:.1f}" for name, m in rec["methods"].items()
+                              if isinstance(m, dict) and m.get("tree") and m.get("mean_drafted") is not None)
+            size = (f"draft tree sized each step by the verify cost measured on this machine (gumiho.verifycost): "
+                    f"at most {tree['total_tokens']} drafted nodes{full}"
+                    + (f" (drafted nodes per verify step: {means})" if means else ""))
+        else:
+            size = f"draft tree of {tree['total_tokens']} nodes{full}"
+        words.append(f"{size}, depth {tree['depth']}, top-k {tree['top_k']} "
                      f"at the serial positions, {tree['mlp_top_k']} tokens per MLP head and path, "
                      f"{tree['mlp_keep']} paths kept per MLP depth")
     words = [w for w in words if w]

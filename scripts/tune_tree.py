@@ -5,6 +5,11 @@ machine load) and the measured per-step cost ratio, interleaved with vanilla run
         --prompts benchmarks/prompts/mt_bench.jsonl --limit 5 --max-new-tokens 48
     python scripts/tune_tree.py --drafter assets/drafters/smollm2-135m-gumiho \
         --prompts benchmarks/prompts/gsm8k.jsonl --limit 10 --max-new-tokens 64 --tau-only --trees 4,5,6
+
+An AVX2 CPU's kernels, on an AVX-512 machine (oneDNN and ATen capped at AVX2; the
+drafter in float32, as the dtype rule picks on a CPU without bf16 instructions):
+
+    ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 python scripts/tune_tree.py ... --drafter-dtype fp32
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gumiho import GenerationSettings, TreeSettings, load_drafter, load_target, stream, summarize  # noqa: E402
 from gumiho.bench import load_prompts  # noqa: E402
+from gumiho.verifycost import tokens_needed, verify_cost_for  # noqa: E402
 
 # The last two CPU defaults, rows 5 and 18: 7 drafted nodes plus up to 1 full-tree
 # node (9 with the root), and 5 drafted nodes without (6 with the root).
@@ -54,10 +60,13 @@ GRID = [
     # Rows 18-20: trees of 6 and 12 nodes (root included). On an AVX-512 CPU the target's
     # packed products take rows in blocks of about six: a forward over 3-6 tokens costs
     # no more than a one-token forward, over 7-12 tokens a few ms more, over 13 more again
-    # (profile_step.py --verify-sizes). Row 18 is the CPU default now.
+    # (profile_step.py --verify-sizes). Row 18 was the CPU default before row 21.
     SIX_NODES,
     dict(SIX_NODES, depth=5),
     dict(SIX_NODES, total_tokens=11, depth=5),
+    # Row 21: the CPU default now: up to 11 drafted nodes, each step verifying as many
+    # as pay for themselves at the verify cost measured on this machine (gumiho.verifycost).
+    dict(SIX_NODES, total_tokens=11, cost_aware=True),
 ]
 
 
@@ -69,15 +78,26 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--tau-only", action="store_true",
                     help="no vanilla runs and no timing: tau is exact and does not depend on the machine's load")
+    ap.add_argument("--drafter-dtype", default="auto", help="auto (default), fp32, bf16: as gumiho.bench's")
     ap.add_argument("--trees", default=None, help="comma-separated row numbers of the grid (0-based; default all)")
     args = ap.parse_args(argv)
     target = load_target()
-    drafter = load_drafter(args.drafter, target)
+    drafter = load_drafter(args.drafter, target, dtype=args.drafter_dtype)
     prompts = [target.encode(p.text) for p in load_prompts(args.prompts, args.limit)]
+    if not args.tau_only:
+        # Warm-up, not counted: the first forwards of a process are slow (allocations,
+        # kernel set-up), which would flatter the first row's speedup.
+        for tree in (None, TreeSettings.for_device(target.device)):
+            list(stream(target, prompts[0], drafter if tree else None,
+                        GenerationSettings(max_new_tokens=16, tree=tree)))
     rows = []
     rows_wanted = range(len(GRID)) if not args.trees else [int(i) for i in args.trees.split(",")]
     for grid in [GRID[i] for i in rows_wanted]:
         tree = TreeSettings(**grid)
+        if tree.cost_aware:  # measured once, before any timing
+            cost = verify_cost_for(target, tokens_needed(tree))
+            print(json.dumps({"verify_ms_measured": [round(1000 * c, 2) for c in cost.measured],
+                              "verify_ms_fitted": [round(1000 * c, 2) for c in cost.seconds]}), flush=True)
         van_s = spec_s = 0.0
         steps_all = []
         for ids in prompts:
@@ -90,7 +110,9 @@ def main(argv=None) -> int:
                                                                               tree=tree)))
             spec_s += time.perf_counter() - t0
         st = summarize(steps_all, drafter.cfg.max_depth)
+        drafted = [s.drafted for s in steps_all if s.step > 0]
         rows.append({"tree": grid, "tau": round(st.tau, 3), "target_forwards": st.target_forwards,
+                     "mean_drafted": round(sum(drafted) / max(1, len(drafted)), 2),
                      "speedup": None if args.tau_only else round(van_s / spec_s, 3),
                      "acceptance": [round(a, 3) for a in st.acceptance_by_position()]})
         print(json.dumps(rows[-1]), flush=True)

@@ -109,6 +109,19 @@ def precision_text(stages: list[dict]) -> str:
     return "; ".join(f"stage{'s' if len(n) > 1 else ''} {', '.join(n)}: {k}" for k, n in groups.items())
 
 
+def tree_words(method: dict) -> str:
+    """", draft tree of ..." for a bench record's method (nothing for vanilla)."""
+    tree = method.get("tree")
+    if not tree:
+        return ""
+    if tree.get("cost_aware"):
+        mean = method.get("mean_drafted")
+        return (f", draft tree sized each step by the verify cost measured on this machine, at most "
+                f"{tree['total_tokens']} drafted nodes" + (f" ({mean:.1f} per verify step)" if mean is not None else "")
+                + f", top-k {tree['top_k']}")
+    return f", draft tree of {tree['total_tokens']} nodes, top-k {tree['top_k']}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder")
@@ -159,7 +172,7 @@ data (FR-Spec), which cover {100 * s['draft_vocab_coverage']:.1f}% of the held-o
 | held-out top-1 agreement with the target by position ({split}the true tokens fed along the chain; {over}) | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
 
 Measured with `python -m gumiho.bench` ({bench['prompts']} prompts of `{Path(bench.get('prompts_file') or 'mt_bench').name}`{', taken category by category' if str(bench.get('prompt_selection', '')).startswith('spread') else ''},
-max_new_tokens {bench['max_new_tokens']}, temperature {bench['temperature']}, {bench['device']}{' (' + bench['cpu'] + ')' if bench.get('cpu') else ''}{', drafter in ' + m['drafter_dtype'] if m.get('drafter_dtype') else ''}{', draft tree of ' + str(m['tree']['total_tokens']) + ' nodes, top-k ' + str(m['tree']['top_k']) if m.get('tree') else ''}):
+max_new_tokens {bench['max_new_tokens']}, temperature {bench['temperature']}, {bench['device']}{' (' + bench['cpu'] + ')' if bench.get('cpu') else ''}{', drafter in ' + m['drafter_dtype'] if m.get('drafter_dtype') else ''}{tree_words(m)}):
 
 | tau | acceptance at d = 1..7 | tokens/s | speedup vs vanilla |
 |---|---|---|---|

@@ -69,7 +69,7 @@ class _OracleSession:
         assert hidden.shape[0] == next_ids.shape[0]
         self.seen += [int(t) for t in next_ids]
 
-    def propose(self, root_token, settings, max_depth=None):
+    def propose(self, root_token, settings, max_depth=None, verify_cost=None):  # scripted: sized by the script
         o, rng = self.o, self.o.rng
         assert self.seen[-1] == root_token
         depth = min(settings.depth, o.cfg.max_depth, max_depth or 10**9)
@@ -116,7 +116,7 @@ class FixedTreeDrafter:
     def extend(self, hidden, next_ids):
         pass
 
-    def propose(self, root_token, settings, max_depth=None):
+    def propose(self, root_token, settings, max_depth=None, verify_cost=None):  # scripted: sized by the script
         tree = DraftTree.root_only(root_token)
         frontier = [0]
         for d, toks in enumerate(self.branches, start=1):

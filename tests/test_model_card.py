@@ -79,3 +79,13 @@ def test_card_budget_takes_a_stage_token_count_where_given(tmp_path):
     assert _card_module().main([str(folder), "--bench", str(_bench(tmp_path)), "--method", "gumiho"]) == 0
     card = (folder / "README.md").read_text()
     assert "| token budget | 29,500 tokens: stage 1 10,000 (1 epoch of 10,000), stage 2 19,500 (1 epoch of 20,000) |" in card
+
+
+def test_card_names_a_cost_aware_tree_by_its_cap_and_mean():
+    card = load_script("write_model_card")
+    fixed = dict(total_tokens=5, depth=3, top_k=4, cost_aware=False)
+    assert card.tree_words({"tree": fixed}) == ", draft tree of 5 nodes, top-k 4"
+    assert card.tree_words({"tree": None}) == ""
+    aware = {"tree": dict(fixed, total_tokens=11, cost_aware=True), "mean_drafted": 5.17}
+    assert card.tree_words(aware) == (", draft tree sized each step by the verify cost measured on this machine, "
+                                      "at most 11 drafted nodes (5.2 per verify step), top-k 4")

@@ -118,8 +118,8 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                                               elem_id="gm-drafter")
                     gr.Markdown("On a CPU extra tree nodes cost verify time, by an amount that depends on the CPU; "
                                 "sized by cost, each step keeps a drafted token only when its chance of being "
-                                "accepted pays for that time, as timed on this machine at start-up. On a GPU "
-                                "trees of ~60 nodes cost little more than one token. "
+                                "accepted pays for that time, as timed on this machine (once, a few seconds). On a "
+                                "GPU trees of ~60 nodes cost little more than one token. "
                                 "With temperature > 0 the two columns sample "
                                 "different texts from the same distribution; at 0 they are identical.")
                 with gr.Accordion("Advanced: another target model", open=False):

@@ -56,6 +56,7 @@ class WalkStep:
     choice_text: list[str]
     drafted: int
     accepted_length: int
+    expected: float = 0.0  # the drafter's own expectation of the accepted length: its path probabilities summed
 
 
 @dataclass
@@ -102,9 +103,13 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
             acc_tokens = [tree.tokens[j] for j in ev.accepted_nodes]
             for d, c in enumerate(ev.target_choices):
                 choice_text.append(_piece(tok, ctx + acc_tokens[:d], c))
+            path_prob = [1.0] * len(tree)
+            for i in range(1, len(tree)):  # parents come first
+                path_prob[i] = path_prob[tree.parents[i]] * tree.probs[i]
             steps.append(WalkStep(ev.step, texts, list(tree.parents), list(tree.depths), list(tree.probs),
                                   list(tree.full_tree) or [False] * len(tree), list(ev.accepted_nodes),
-                                  list(ev.target_choices), choice_text, ev.drafted, ev.accepted_length))
+                                  list(ev.target_choices), choice_text, ev.drafted, ev.accepted_length,
+                                  sum(path_prob[1:])))
         history.extend(ev.tokens)
     return Walk(DrafterLayout.of(drafter), views, steps, target.name, res.note,
                 events[-1].finish_reason if events else None, res.drafter_label)
@@ -131,10 +136,16 @@ def step_header(walk: Walk, i: int) -> str:
         kept = "accepted <b>none</b> of the drafted tokens"
     emitted = len(walk.views[s.step].tokens) if s.step < len(walk.views) else acc + 1
     bonus = s.choice_text[-1] if s.choice_text else ""
+    produced = (f"This step produced <b>{emitted}</b> token{'s' if emitted != 1 else ''} for one target "
+                f"forward.</div>")
+    if not s.drafted:
+        return (f'<div class="walk-head"><b>Verify step {i + 1} of {n}.</b> The drafter\'s guesses were too '
+                "unlikely to pay for a longer target forward on this machine, so none was verified: the target "
+                f"ran one plain forward and chose <code>{esc(visible(bonus))}</code>. {produced}")
     return (f'<div class="walk-head"><b>Verify step {i + 1} of {n}.</b> The drafter proposed a tree of '
-            f"<b>{s.drafted}</b> tokens (up to depth {max(s.depths)}). The target checked all of them in one forward "
-            f"pass, {kept}, and added its own token <code>{esc(visible(bonus))}</code>. "
-            f"This step produced <b>{emitted}</b> token{'s' if emitted != 1 else ''} for one target forward.</div>")
+            f"<b>{s.drafted}</b> tokens (up to depth {max(s.depths)}) and, by its own probabilities, expected "
+            f"{s.expected:.2f} of them to be accepted. The target checked all of them in one forward "
+            f"pass, {kept}, and added its own token <code>{esc(visible(bonus))}</code>. {produced}")
 
 
 def choices_table(walk: Walk, i: int) -> str:

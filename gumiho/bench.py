@@ -520,9 +520,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-full-tree", action="store_true", help="turn the full-tree extension off")
     aware = g.add_mutually_exclusive_group()
     aware.add_argument("--cost-aware", dest="cost_aware", action="store_true", default=None,
-                       help="size each step's tree by the verify cost measured on this machine (CPU default)")
+                       help="size each step's tree by the verify cost measured on this machine, up to "
+                            "--total-tokens (gumiho.verifycost)")
     aware.add_argument("--fixed-size", dest="cost_aware", action="store_false",
-                       help="verify every drafted node, --total-tokens of them each step")
+                       help="verify --total-tokens drafted nodes every step (the default)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (per prompt: seed + index) and random drafters")
     p.add_argument("--warmup", type=_nonneg_int, default=1, help="prompts run first and not counted (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -70,19 +70,22 @@ class TreeSettings:
         if torch.device(device).type == "cuda":
             # The paper's node budget and depth, with a smaller MLP branching so drafting stays cheap.
             return cls(total_tokens=63, depth=7, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True, full_tree_tokens=8)
-        # CPU: a cost-aware tree of at most 11 drafted nodes, depth 3, four first-position
-        # candidates. How a verify forward's cost grows with the tree differs from CPU
-        # to CPU (on an AVX-512 CPU the target's packed float32 products take rows in
-        # blocks of about six, so a forward over 3-6 tokens costs no more than over one;
-        # on AVX2 it climbs from the second token), so each step sizes its tree from the
-        # cost measured on this machine (gumiho.verifycost). On the AVX-512 CPU this was
-        # tuned on it settles on 5 drafted nodes, the best fixed size there
-        # (scripts/tune_tree.py, scripts/profile_step.py --verify-sizes). The shipped
-        # drafter's acceptance beyond position 3 is near zero at these sizes, so the tree
-        # stops at depth 3 and runs one MLP head, not three; no full-tree node, because
-        # at a fixed node count a base-tree node is accepted more often.
-        return cls(total_tokens=11, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0,
-                   cost_aware=True)
+        # CPU: chosen with scripts/tune_tree.py (shipped SmolLM2 drafter, 2 cores) and
+        # scripts/profile_step.py --verify-sizes. The target's packed float32 products
+        # take rows in blocks of about six on an AVX-512 CPU: a verify forward over 3-6
+        # tokens costs no more than a one-token forward, over 7-12 tokens some 10% more.
+        # So the tree is 6 nodes, root included: 5 drafted, four first-position
+        # candidates. The drafter's acceptance beyond position 3 is near zero at this
+        # budget, so the tree stops at depth 3 and runs one MLP head, not three; and
+        # the full-tree node is left out, because at a fixed budget a base-tree node is
+        # accepted more often. A stronger drafter wants a larger tree.
+        #
+        # A cost-aware tree (cost_aware=True, total_tokens as its cap) sizes each step
+        # from the verify cost measured on the machine instead. On this CPU, and with its
+        # kernels capped at AVX2, it settled on about the same size at the same speed
+        # (benchmarks/notes.md), so the default stays fixed: the same trees on every
+        # run and machine, and tau that does not depend on a timing.
+        return cls(total_tokens=5, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0)
 
 
 @dataclass

@@ -60,12 +60,12 @@ GRID = [
     # Rows 18-20: trees of 6 and 12 nodes (root included). On an AVX-512 CPU the target's
     # packed products take rows in blocks of about six: a forward over 3-6 tokens costs
     # no more than a one-token forward, over 7-12 tokens a few ms more, over 13 more again
-    # (profile_step.py --verify-sizes). Row 18 was the CPU default before row 21.
+    # (profile_step.py --verify-sizes). Row 18 is the CPU default.
     SIX_NODES,
     dict(SIX_NODES, depth=5),
     dict(SIX_NODES, total_tokens=11, depth=5),
-    # Row 21: the CPU default now: up to 11 drafted nodes, each step verifying as many
-    # as pay for themselves at the verify cost measured on this machine (gumiho.verifycost).
+    # Row 21: a cost-aware tree: up to 11 drafted nodes, each step verifying as many as
+    # pay for themselves at the verify cost measured on this machine (gumiho.verifycost).
     dict(SIX_NODES, total_tokens=11, cost_aware=True),
 ]
 

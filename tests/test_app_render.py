@@ -3,6 +3,7 @@ rejected ghosts, hover titles), the figures, input checks, and the race/replay
 and walkthrough logic on a tiny random target. No browser, no real model."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -12,7 +13,7 @@ import pytest
 from gumiho import EmittedToken, GenerationSettings, GumihoError, RejectedToken, StepEvent, TreeSettings, stream
 from app import figures, palette
 from app.hub import ModelHub, Resolved
-from app.inputs import MAX_PROMPT_CHARS, parse_request
+from app.inputs import DEVICE_TREE, MAX_PROMPT_CHARS, parse_request
 from app.race import Runs, compute_race, in_background, replay_frames, summary
 from app.render import esc, render_legend, render_result, render_stats, render_steps, visible
 from app.tokens import Detokenizer, DrafterLayout, RaceResult, record, step_views
@@ -402,6 +403,13 @@ def test_race_on_tiny_target_is_lossless_and_summarised(tiny_hub):
     assert "h-serial" in html and "h-target" in html
     s = summary(res, "Hello there")
     assert s["ok"] and s["vanilla"]["tokens"] == s["gumiho"]["tokens"] and s["speedup"] is not None
+    # The cost-aware box: the verify cost is measured on the first race that asks for it.
+    target = hub.resolve().target
+    assert target.verify_cost is None
+    aware = compute_race(hub, parse_request("Hello there", 40, 0.0, 1.0, 0, 6, 4, 20, cost_aware=True),
+                         threading.Event())
+    assert [t for e in aware.gumiho.events for t in e.tokens] == v_tokens
+    assert target.verify_cost is not None and target.verify_cost.max_tokens == 21
 
 
 def test_stopped_race_releases_and_says_so(tiny_hub):
@@ -422,6 +430,16 @@ def test_walkthrough_on_tiny_target(tiny_hub):
     assert len(s.node_text) == len(s.parents) and len(s.choice_text) == s.accepted_length + 1
     head = step_header(walk, i)
     assert f"Verify step {i + 1} of {len(walk.steps)}" in head
+    # The drafter's own expectation: its path probabilities summed over the drafted nodes.
+    q = [1.0] * len(s.parents)
+    for j in range(1, len(q)):
+        q[j] = q[s.parents[j]] * s.probs[j]
+    assert s.expected == pytest.approx(sum(q[1:])) and f"expected {s.expected:.2f} of them" in head
+    # A step a cost-aware tree cut to the root alone says why nothing was verified.
+    bare = dataclasses.replace(walk, steps=[dataclasses.replace(s, node_text=s.node_text[:1], parents=[-1], depths=[0],
+                                                                probs=[1.0], accepted=[], drafted=0,
+                                                                accepted_length=0, choice_text=s.choice_text[:1])])
+    assert "none was verified" in step_header(bare, 0)
     table = choices_table(walk, i)
     assert table.count("✓") == s.accepted_length
     fig = step_figure(walk, i)
@@ -434,6 +452,11 @@ def test_tree_settings_reach_the_engine():
     req = parse_request("x", 4, 0, 1, 0, 3, 2, 5)
     assert isinstance(req.settings.tree, TreeSettings) and req.settings.tree.validate()
     assert (req.settings.tree.depth, req.settings.tree.top_k, req.settings.tree.total_tokens) == (3, 2, 5)
+    assert req.settings.tree.cost_aware == DEVICE_TREE.cost_aware  # left out: the device's default
+    assert parse_request("x", 4, 0, 1, 0, 3, 2, 5, cost_aware=False).settings.tree.cost_aware is False
+    assert parse_request("x", 4, 0, 1, 0, 3, 2, 5, cost_aware="true").settings.tree.cost_aware is True
+    with pytest.raises(GumihoError, match="Size trees by measured cost must be true or false"):
+        parse_request("x", 4, 0, 1, 0, 3, 2, 5, cost_aware="maybe")
 
 
 def _rss_mb() -> float:

@@ -20,7 +20,7 @@ PROMPTS = [
      {"role": "user", "content": "And times three?"}],
 ]
 TREES = [
-    TreeSettings(),  # the CPU default
+    TreeSettings.for_device("cpu"),  # the CPU default
     TreeSettings(total_tokens=8, depth=4, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree=False),
     TreeSettings(total_tokens=40, depth=7, top_k=6, mlp_top_k=3, mlp_keep=10, full_tree=True, full_tree_tokens=8),
 ]
@@ -106,3 +106,19 @@ def test_shipped_drafter_is_lossless(target, vanilla, dtype):
         assert r.tokens == ref and r.finish_reason == reason
         accepted += sum(s.accepted_length for s in r.steps)
     assert accepted > 0  # a trained drafter gets some drafts accepted
+
+
+@pytest.mark.skipif(shipped_drafter_path("gumiho") is None, reason="no shipped drafter in assets/drafters yet")
+def test_shipped_drafter_with_a_cost_aware_tree_is_lossless(target, vanilla):
+    """Trees sized step by step from this machine's measured verify cost: a different
+    subset of the drafted nodes each step, the same output."""
+    drafter = load_drafter(shipped_drafter_path("gumiho"), target)
+    tree = TreeSettings(total_tokens=11, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False,
+                        full_tree_tokens=0, cost_aware=True)
+    sizes = set()
+    for ids, ref, reason in vanilla:
+        r = spec(target, ids, drafter, tree)
+        assert r.tokens == ref and r.finish_reason == reason
+        sizes |= {s.drafted for s in r.steps if s.step > 0}
+    assert target.verify_cost is not None and target.verify_cost.max_tokens >= 12
+    assert sizes and max(sizes) <= 11

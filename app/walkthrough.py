@@ -69,6 +69,7 @@ class Walk:
     finish_reason: Optional[str] = None
     drafter_label: str = ""
     notes: list[str] = field(default_factory=list)
+    cost_aware_cap: int = 0  # a cost-aware tree's most drafted tokens a step; 0 for a fixed tree
 
 
 def _piece(tok, ctx: list[int], token: int) -> str:
@@ -111,8 +112,10 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
                                   list(ev.target_choices), choice_text, ev.drafted, ev.accepted_length,
                                   sum(path_prob[1:])))
         history.extend(ev.tokens)
+    tree = settings.tree
     return Walk(DrafterLayout.of(drafter), views, steps, target.name, res.note,
-                events[-1].finish_reason if events else None, res.drafter_label)
+                events[-1].finish_reason if events else None, res.drafter_label,
+                cost_aware_cap=tree.total_tokens if tree is not None and tree.cost_aware else 0)
 
 
 def _children(parents: list[int]) -> list[list[int]]:
@@ -142,8 +145,10 @@ def step_header(walk: Walk, i: int) -> str:
         return (f'<div class="walk-head"><b>Verify step {i + 1} of {n}.</b> The drafter\'s guesses were too '
                 "unlikely to pay for a longer target forward on this machine, so none was verified: the target "
                 f"ran one plain forward and chose <code>{esc(visible(bonus))}</code>. {produced}")
+    sized = (f", the best of up to {walk.cost_aware_cap} whose chances of acceptance pay for the longer verify "
+             f"forward on this machine" if walk.cost_aware_cap else "")
     return (f'<div class="walk-head"><b>Verify step {i + 1} of {n}.</b> The drafter proposed a tree of '
-            f"<b>{s.drafted}</b> tokens (up to depth {max(s.depths)}) and, by its own probabilities, expected "
+            f"<b>{s.drafted}</b> tokens (up to depth {max(s.depths)}{sized}) and, by its own probabilities, expected "
             f"{s.expected:.2f} of them to be accepted. The target checked all of them in one forward "
             f"pass, {kept}, and added its own token <code>{esc(visible(bonus))}</code>. {produced}")
 

@@ -125,13 +125,16 @@ def test_race_walkthrough_and_screenshot(server, browser):
     page.wait_for_selector("#gm-result .gm-result.stopped", timeout=RUN_S)
     page.wait_for_selector("#gm-run:not([disabled])", timeout=60_000)
 
-    # The walkthrough: generate, then one step forward.
+    # The walkthrough: generate, then one step forward; with trees sized by measured cost
+    # (the box in the race's settings), so each step says what the drafter expected.
+    page.check("#gm-cost-aware input[type=checkbox]")
     page.click("button[role=tab]:has-text('Walkthrough')")
     page.fill("#gm-walk-prompt textarea", "Name three colours.")
     page.click("#gm-walk-run")
     page.wait_for_selector("#gm-walk-head .walk-head", timeout=RUN_S)
     head = page.inner_text("#gm-walk-head")
     assert head.startswith("Verify step 1 of"), head
+    assert "pay for the longer verify forward" in head or "none was verified" in head, head
     n_steps = int(re.search(r"of (\d+)", head).group(1))
     assert page.locator("#gm-walk-tree .main-svg").count() >= 1
     assert page.locator("#gm-walk-tree text:has-text('target:')").count() >= 1

@@ -440,6 +440,11 @@ def test_walkthrough_on_tiny_target(tiny_hub):
                                                                 probs=[1.0], accepted=[], drafted=0,
                                                                 accepted_length=0, choice_text=s.choice_text[:1])])
     assert "none was verified" in step_header(bare, 0)
+    # A fixed tree says nothing of cost; a cost-aware walk names its cap.
+    assert walk.cost_aware_cap == 0 and "verify forward on this machine" not in head
+    aware = compute_walk(hub, parse_request("Hello there", 20, 0.0, 1.0, 0, 6, 4, 20, cost_aware=True))
+    assert aware.cost_aware_cap == 20
+    assert "the best of up to 20 whose chances of acceptance pay" in step_header(aware, i)
     table = choices_table(walk, i)
     assert table.count("✓") == s.accepted_length
     fig = step_figure(walk, i)

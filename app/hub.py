@@ -180,8 +180,8 @@ class ModelHub:
     @staticmethod
     def _warm(target: Target, drafter: Drafter):
         """One short vanilla and one short speculative generation with the device's
-        tree, so the first timed race pays neither for first-call allocations nor for
-        measuring the verify cost of a cost-aware tree (a few seconds on a CPU)."""
+        tree (the race's default), so the first timed race does not pay for first-call
+        allocations."""
         ids = target.encode("Hello!")
         tree = TreeSettings.for_device(target.device)
         for d in (None, drafter):

@@ -352,7 +352,7 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                      drafter_path: str = "", tree_cost_aware: bool = DEVICE_TREE.cost_aware) -> dict:
             """Run vanilla and Gumiho decoding of one prompt, each timed alone, and return both texts with
             their statistics (tau, tokens/s, target forwards, wall time) and the speedup. With
-            tree_cost_aware (the CPU default) tree_nodes is the most drafted tokens a step verifies."""
+            tree_cost_aware, tree_nodes is the most drafted tokens a step verifies."""
             try:
                 req = parse_request(prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k,
                                     tree_nodes, drafter, target, drafter_path, cost_aware=tree_cost_aware)

@@ -1,0 +1,102 @@
+"""Is one drafter's tau really above another's? A paired comparison over prompts.
+
+Ten prompts decide a table row by a few target forwards; this script asks how
+sure such a verdict is. It reads `python -m gumiho.bench` records (any number of
+sets, each run with the methods to compare) and, for each set and each ablation,
+prints both taus, the difference, and a 95% bootstrap interval of the difference
+over prompts.
+
+Why paired: every method decodes the same prompts to the same text (decoding is
+lossless), so the prompts are shared and what varies is how many target forwards
+each drafter needed on each one. Resampling prompts with replacement and taking
+tau = sum(new tokens) / sum(target forwards) for both drafters on the same
+resample keeps that pairing: the interval is for the difference in tau over the
+kind of prompts the set holds, not for either tau alone.
+
+    python scripts/compare_drafters.py benchmarks/all80/*.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+SET_NAMES = {"mt_bench": "MT-Bench", "humaneval": "HumanEval", "gsm8k": "GSM8K", "alpaca": "Alpaca",
+             "qa": "Natural Questions", "sum": "CNN/DM"}
+
+
+def paired_counts(record: dict, a: str, b: str) -> list[tuple[int, int, int]]:
+    """(new tokens, forwards of a, forwards of b) per prompt that both methods ran."""
+    rows = []
+    for p in record["per_prompt"]:
+        m = p["methods"]
+        if a in m and b in m:
+            rows.append((m[a]["new_tokens"], m[a]["target_forwards"], m[b]["target_forwards"]))
+    return rows
+
+
+def tau_difference(rows, resamples: int = 10000, seed: int = 0):
+    """tau(a) - tau(b) on the rows, and its 2.5% / 97.5% bootstrap quantiles over prompts."""
+    def diff(sample):
+        tokens = sum(r[0] for r in sample)
+        return tokens / sum(r[1] for r in sample) - tokens / sum(r[2] for r in sample)
+
+    rng = random.Random(seed)
+    n = len(rows)
+    boots = sorted(diff([rows[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
+    return diff(rows), boots[int(0.025 * resamples)], boots[int(0.975 * resamples) - 1]
+
+
+def compare(paths, method: str = "gumiho", others=("serial", "parallel"), resamples: int = 10000) -> str:
+    lines = [f"| set | prompts | {method} tau | " + " | ".join(
+        f"{o} tau | {method} - {o} (95% interval)" for o in others) + " |",
+        "|" + "---|" * (3 + 2 * len(others))]
+    above = sure = 0
+    total = 0
+    for path in paths:
+        record = json.loads(Path(path).read_text())
+        name = SET_NAMES.get(Path(path).stem, Path(path).stem)
+        missing = [m for m in (method, *others) if m not in record["methods"]]
+        if missing:
+            raise SystemExit(f"{path}: no {', '.join(missing)} in this record; run the bench with "
+                             f"--methods {','.join((method, *others))}")
+        cells, lows, diffs = [], [], []
+        n = 0
+        for o in others:
+            rows = paired_counts(record, method, o)
+            n = len(rows)
+            d, lo, hi = tau_difference(rows, resamples)
+            diffs.append(d)
+            lows.append(lo)
+            cells += [f"{record['methods'][o]['tau']:.2f}", f"{d:+.3f} ({lo:+.3f} to {hi:+.3f})"]
+        total += 1
+        above += all(d > 0 for d in diffs)
+        sure += all(lo > 0 for lo in lows)
+        lines.append(f"| {name} | {n} | {record['methods'][method]['tau']:.2f} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(f"{method}'s tau is above every other method's on {above} of {total} sets; "
+                 f"the whole 95% interval of the difference is above 0 on {sure} of {total}.")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("records", nargs="+", help="bench JSON files (python -m gumiho.bench --out)")
+    ap.add_argument("--method", default="gumiho", help="the drafter to test (default gumiho)")
+    ap.add_argument("--against", default="serial,parallel", help="comma-separated methods to compare with")
+    ap.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples (default 10000)")
+    args = ap.parse_args(argv)
+    if args.resamples < 100:
+        ap.error("--resamples must be at least 100")
+    missing = [p for p in args.records if not Path(p).is_file()]
+    if missing:
+        ap.error(f"no such file: {', '.join(missing)}")
+    order = list(SET_NAMES)
+    paths = sorted(args.records, key=lambda p: order.index(Path(p).stem) if Path(p).stem in order else 99)
+    print(compare(paths, args.method, tuple(a for a in args.against.split(",") if a), args.resamples))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

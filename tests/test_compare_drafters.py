@@ -1,0 +1,51 @@
+"""The paired comparison of drafters: its interval brackets the difference, and says 'not sure'
+when the prompts disagree."""
+import json
+
+import pytest
+
+from helpers import load_script
+
+
+def _record(forwards: dict[str, list[int]], tokens: int = 64) -> dict:
+    n = len(next(iter(forwards.values())))
+    per_prompt = [{"methods": {m: {"new_tokens": tokens, "target_forwards": f[i]} for m, f in forwards.items()}}
+                  for i in range(n)]
+    methods = {m: {"tau": tokens * n / sum(f)} for m, f in forwards.items()}
+    return {"methods": methods, "per_prompt": per_prompt}
+
+
+def test_a_clear_winner_has_its_whole_interval_above_zero(tmp_path):
+    compare = load_script("compare_drafters")
+    # Gumiho needs 30 forwards on every prompt, the ablations 40 and 50 (up to a little noise).
+    rec = _record({"gumiho": [30 + i % 3 for i in range(40)], "serial": [40 + i % 2 for i in range(40)],
+                   "parallel": [50] * 40})
+    (tmp_path / "mt_bench.json").write_text(json.dumps(rec))
+    d, lo, hi = compare.tau_difference(compare.paired_counts(rec, "gumiho", "serial"), resamples=2000)
+    assert lo <= d <= hi
+    assert lo > 0
+    out = compare.compare([tmp_path / "mt_bench.json"], resamples=2000)
+    assert "| MT-Bench | 40 |" in out
+    assert "above every other method's on 1 of 1 sets; the whole 95% interval of the difference is above 0 on 1 of 1" in out
+
+
+def test_prompts_that_disagree_give_an_interval_across_zero(tmp_path):
+    compare = load_script("compare_drafters")
+    # Each drafter wins half the prompts by the same margin: overall no difference to speak of.
+    g = [30, 40] * 20
+    s = [40, 30] * 20
+    rows = compare.paired_counts(_record({"gumiho": g, "serial": s}), "gumiho", "serial")
+    d, lo, hi = compare.tau_difference(rows, resamples=2000)
+    assert d == pytest.approx(0.0)
+    assert lo < 0 < hi
+
+
+def test_a_record_without_the_methods_is_refused_clearly(tmp_path, capsys):
+    compare = load_script("compare_drafters")
+    path = tmp_path / "gsm8k.json"
+    path.write_text(json.dumps(_record({"gumiho": [30] * 5, "parallel": [40] * 5})))
+    with pytest.raises(SystemExit, match="no serial in this record"):
+        compare.compare([path])
+    with pytest.raises(SystemExit):
+        compare.main([str(tmp_path / "missing.json")])
+    assert "no such file" in capsys.readouterr().err

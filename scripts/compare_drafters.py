@@ -6,9 +6,10 @@ sets, each run with the methods to compare) and, for each set and each ablation,
 prints both taus, the difference, and a 95% bootstrap interval of the difference
 over prompts.
 
-Why paired: every method decodes the same prompts to the same text (decoding is
-lossless), so the prompts are shared and what varies is how many target forwards
-each drafter needed on each one. Resampling prompts with replacement and taking
+Why paired: every method decodes the same prompts (at temperature 0 to the same
+text, since decoding is lossless), so what varies is how many target forwards each
+drafter needed on each one, and prompts that are easy for one drafter are easy for
+the other. Resampling prompts with replacement and taking
 tau = sum(new tokens) / sum(target forwards) for both drafters on the same
 resample keeps that pairing: the interval is for the difference in tau over the
 kind of prompts the set holds, not for either tau alone.
@@ -27,21 +28,23 @@ SET_NAMES = {"mt_bench": "MT-Bench", "humaneval": "HumanEval", "gsm8k": "GSM8K",
              "qa": "Natural Questions", "sum": "CNN/DM"}
 
 
-def paired_counts(record: dict, a: str, b: str) -> list[tuple[int, int, int]]:
-    """(new tokens, forwards of a, forwards of b) per prompt that both methods ran."""
+def paired_counts(record: dict, a: str, b: str) -> list[tuple[int, int, int, int]]:
+    """(new tokens of a, forwards of a, new tokens of b, forwards of b) per prompt that
+    both methods ran. Greedy decoding gives both the same text, so the same token count;
+    a sampled run need not, and each method's tau then counts its own tokens."""
     rows = []
     for p in record["per_prompt"]:
         m = p["methods"]
         if a in m and b in m:
-            rows.append((m[a]["new_tokens"], m[a]["target_forwards"], m[b]["target_forwards"]))
+            rows.append((m[a]["new_tokens"], m[a]["target_forwards"], m[b]["new_tokens"], m[b]["target_forwards"]))
     return rows
 
 
 def tau_difference(rows, resamples: int = 10000, seed: int = 0):
     """tau(a) - tau(b) on the rows, and its 2.5% / 97.5% bootstrap quantiles over prompts."""
     def diff(sample):
-        tokens = sum(r[0] for r in sample)
-        return tokens / sum(r[1] for r in sample) - tokens / sum(r[2] for r in sample)
+        return (sum(r[0] for r in sample) / sum(r[1] for r in sample)
+                - sum(r[2] for r in sample) / sum(r[3] for r in sample))
 
     rng = random.Random(seed)
     n = len(rows)

@@ -49,3 +49,14 @@ def test_a_record_without_the_methods_is_refused_clearly(tmp_path, capsys):
     with pytest.raises(SystemExit):
         compare.main([str(tmp_path / "missing.json")])
     assert "no such file" in capsys.readouterr().err
+
+
+def test_each_method_counts_its_own_tokens():
+    compare = load_script("compare_drafters")
+    # A sampled run: the two methods wrote different numbers of tokens on the same prompts.
+    rec = {"methods": {}, "per_prompt": [
+        {"methods": {"gumiho": {"new_tokens": 60, "target_forwards": 30},
+                     "serial": {"new_tokens": 40, "target_forwards": 40}}}] * 4}
+    d, lo, hi = compare.tau_difference(compare.paired_counts(rec, "gumiho", "serial"), resamples=200)
+    assert d == pytest.approx(2.0 - 1.0)
+    assert lo == pytest.approx(1.0) and hi == pytest.approx(1.0)

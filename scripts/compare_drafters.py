@@ -19,13 +19,14 @@ kind of prompts the set holds, not for either tau alone.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import random
 import sys
 from pathlib import Path
 
-SET_NAMES = {"mt_bench": "MT-Bench", "humaneval": "HumanEval", "gsm8k": "GSM8K", "alpaca": "Alpaca",
-             "qa": "Natural Questions", "sum": "CNN/DM"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from benchmark_report import load  # noqa: E402  (records in table order, with their set names)
 
 
 def paired_counts(record: dict, a: str, b: str) -> list[tuple[int, int, int, int]]:
@@ -58,12 +59,10 @@ def compare(paths, method: str = "gumiho", others=("serial", "parallel"), resamp
         "|" + "---|" * (3 + 2 * len(others))]
     above = sure = 0
     total = 0
-    for path in paths:
-        record = json.loads(Path(path).read_text())
-        name = SET_NAMES.get(Path(path).stem, Path(path).stem)
+    for name, stem, record in load(paths):
         missing = [m for m in (method, *others) if m not in record["methods"]]
         if missing:
-            raise SystemExit(f"{path}: no {', '.join(missing)} in this record; run the bench with "
+            raise SystemExit(f"{stem}.json: no {', '.join(missing)} in this record; run the bench with "
                              f"--methods {','.join((method, *others))}")
         cells, lows, diffs = [], [], []
         n = 0
@@ -96,9 +95,10 @@ def main(argv=None):
     missing = [p for p in args.records if not Path(p).is_file()]
     if missing:
         ap.error(f"no such file: {', '.join(missing)}")
-    order = list(SET_NAMES)
-    paths = sorted(args.records, key=lambda p: order.index(Path(p).stem) if Path(p).stem in order else 99)
-    print(compare(paths, args.method, tuple(a for a in args.against.split(",") if a), args.resamples))
+    against = tuple(a for a in args.against.split(",") if a.strip())
+    if not against or args.method in against:
+        ap.error("--against must name at least one method other than --method")
+    print(compare(args.records, args.method, against, args.resamples))
 
 
 if __name__ == "__main__":

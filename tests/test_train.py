@@ -282,6 +282,46 @@ def test_loss_matches_a_per_position_reference(setup):
     assert outside > 0  # the case that tells the two figures apart did occur
 
 
+def test_shares_divided_by_the_whole_batch_counts_add_up_to_the_whole_batch(setup):
+    """Data parallel: a batch split into shares of different lengths, each share's loss
+    divided by the whole batch's token counts (loss_token_counts summed), gives losses
+    and gradients that add up to the whole batch's, including a draft position that
+    only one share reaches."""
+    from gumiho.drafter import DrafterConfig
+    from gumiho.train import data as tdata
+    from gumiho.train.objective import draft_loss, loss_token_counts
+
+    target, data = setup
+    seqs = tdata.load_sequences(str(data), 64)
+    seqs[1] = tdata.Sequence(seqs[1].ids[4:10], seqs[1].loss_mask[4:10], seqs[1].hidden[4:10])  # too short for d >= 6
+    cfg = DrafterConfig.for_target(target.model.config, "gumiho", target="tiny", num_attention_heads=4,
+                                   num_key_value_heads=2)
+    torch.manual_seed(0)
+    d = Drafter(cfg)
+    d.set_draft_vocab(torch.arange(64))
+    d.attach_target(target.model)
+    for head in d.heads:  # wake the zero-initialised residual blocks
+        for block in head:
+            torch.nn.init.normal_(block.linear.weight, std=0.1)
+    loss_cfg = LossConfig(noise=0.0)
+
+    def loss_and_grads(index, denominators=None):
+        d.zero_grad(set_to_none=True)
+        loss, _ = draft_loss(d, tdata.collate(seqs, index, "cpu"), loss_cfg, denominators=denominators)
+        loss.backward()
+        return float(loss.detach()), {n: p.grad.clone() for n, p in d.named_parameters() if p.grad is not None}
+
+    whole_loss, whole_grads = loss_and_grads([0, 1, 2, 3])
+    shares = [[1], [0, 2, 3]]
+    counts = sum(loss_token_counts(tdata.collate(seqs, s, "cpu"), cfg.max_depth) for s in shares)
+    assert counts.tolist() == loss_token_counts(tdata.collate(seqs, [0, 1, 2, 3], "cpu"), cfg.max_depth).tolist()
+    parts = [loss_and_grads(s, counts.tolist()) for s in shares]
+    assert sum(loss for loss, _ in parts) == pytest.approx(whole_loss, rel=1e-5)
+    for name, g in whole_grads.items():
+        summed = sum(grads[name] for _, grads in parts if name in grads)
+        assert torch.allclose(summed, g, rtol=1e-4, atol=1e-7), name
+
+
 def test_windows_without_loss_are_left_out(tmp_path):
     """The first window of a prompt longer than --max-len has no answer token: it carries
     no loss and is dropped; the rest of the sequence is kept."""
@@ -308,8 +348,8 @@ def test_a_batch_without_loss_is_a_zero_gradient_step(setup, tmp_path, monkeypat
     calls = []
     real = loop.draft_loss
 
-    def some_without_loss(drafter, batch, loss_cfg, exact_top1=False):
-        loss, info = real(drafter, batch, loss_cfg, exact_top1)
+    def some_without_loss(drafter, batch, loss_cfg, exact_top1=False, **kwargs):
+        loss, info = real(drafter, batch, loss_cfg, exact_top1, **kwargs)
         calls.append(1)
         if drafter.training and len(calls) == 2:
             return loss.detach() * 0, info  # what draft_loss returns when no position counts

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -17,7 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
             "Train a speculative-decoding drafter for a target model. Step 1 (once): make training data: "
             "the target answers your prompts itself and its hidden states are cached "
             "(python -m gumiho.train.distill --prompts prompts.jsonl --out data/distill). Step 2: this command. "
-            "Runs on CPU, one GPU, or many with `accelerate launch -m gumiho.train ...`."),
+            "Runs on CPU, one GPU, or data parallel: `accelerate launch --multi_gpu --num_processes N -m "
+            "gumiho.train ...` on N GPUs, `torchrun --nproc_per_node N -m gumiho.train ...` on CPU cores; "
+            "N processes train the drafter one process would, on the same batches."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", required=True, help="folder(s) of cached shards made by gumiho.train.distill or "
                                                  "gumiho.train.textdata; several folders separated by commas")
@@ -67,9 +70,12 @@ def main(argv=None) -> int:
         for folder in args.data.split(","):
             check_data_dir(folder)
 
+        # Under torchrun / accelerate launch every process runs this; one speaks.
+        speak = os.environ.get("RANK", "0") == "0"
         started = time.time()
         target = load_target(args.model, device="cpu", dtype="float32")
-        print(f"target {target.name} loaded in {time.time() - started:.1f} s", flush=True)
+        if speak:
+            print(f"target {target.name} loaded in {time.time() - started:.1f} s", flush=True)
         cfg = TrainConfig(
             data=args.data, out=args.out, kind=args.kind, epochs=args.epochs, batch_tokens=args.batch_tokens,
             max_len=args.max_len, lr=args.lr, warmup_steps=args.warmup_steps, grad_clip=args.grad_clip,
@@ -78,7 +84,8 @@ def main(argv=None) -> int:
             max_steps=args.max_steps, stop_at_step=args.stop_at_step, init_from=args.init_from,
             loss=LossConfig(ce_weight=args.ce_weight, position_decay=args.position_decay, noise=args.noise))
         summary = train(cfg, target.model, target.name, target.eos_ids, log=lambda m: print(m, flush=True))
-        print(json.dumps({k: summary[k] for k in ("kind", "steps", "wall_s", "parameters", "held_out")}, indent=2))
+        if speak:
+            print(json.dumps({k: summary[k] for k in ("kind", "steps", "wall_s", "parameters", "held_out")}, indent=2))
         return 0
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,9 +1,18 @@
 """The training loop, on accelerate: the same code runs on a CPU, one GPU, or many
-GPUs/nodes under `accelerate launch`.
+GPUs/nodes under `accelerate launch` (or several CPU processes under `torchrun`).
 
 Checkpoints hold the drafter, the optimizer, the scheduler, the RNG states and the
 position in the (deterministic) batch order, so a resumed run continues exactly
 where the interrupted one stopped.
+
+Data parallel, N processes: the global batch of a step is the one a single process
+would train on; process p takes its sequences p, p+N, ... Each process divides its
+loss sums by the whole batch's token counts (summed across processes before the
+forward), so its loss is its share of the global batch's loss and the sum of the
+processes' gradients is the single-process gradient of that batch, up to float
+rounding: N processes train the same drafter as one, only faster. Every decision that
+ends the loop (a time limit, a pause, a signal to any process) is taken by all
+processes together, so none is left waiting in a collective the others have left.
 """
 from __future__ import annotations
 
@@ -25,7 +34,7 @@ from ..errors import GumihoError
 from ..machine import cpu_has_native_bf16
 from ..metrics import conditional_acceptance
 from . import data as tdata
-from .objective import LossConfig, draft_loss
+from .objective import LossConfig, draft_loss, loss_token_counts
 
 
 @dataclass
@@ -106,10 +115,37 @@ def _ckpt_path(out: str) -> Path:
     return Path(out) / "checkpoint" / "state.pt"
 
 
+def _sum_gradients(acc, params: list) -> None:
+    """Replace every gradient by its sum over the processes, in one collective: the
+    gradient of the whole batch's loss (see the module docstring). A weight that no
+    process's loss reached (a draft position beyond every share's sequences) keeps no
+    gradient, as in a single process, where the optimizer then leaves it alone; one
+    that some process's loss reached gets the sum, zeros standing in where it had none."""
+    flat = torch.cat([p.grad.flatten() if p.grad is not None else torch.zeros(p.numel(), device=p.device,
+                                                                                dtype=p.dtype) for p in params]
+                     + [torch.tensor([float(p.grad is not None) for p in params], device=params[0].device,
+                                     dtype=params[0].dtype)])
+    flat = acc.reduce(flat, reduction="sum")
+    reached = flat[-len(params):].tolist()
+    for p, part, n in zip(params, flat[:-len(params)].split([p.numel() for p in params]), reached):
+        p.grad = part.view_as(p) if n > 0 else None
+
+
+def _get_rng() -> dict:
+    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}
+
+
+def _set_rng(state: dict):
+    torch.set_rng_state(state["cpu"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
 def save_checkpoint(path: Path, drafter, optimizer, scheduler, step: int, extra: dict,
-                    progress: Optional[dict] = None):
+                    progress: Optional[dict] = None, rng_by_rank: Optional[list] = None):
     """``progress``: what the run's summary counts from its first step (history
-    lines, wall time, tokens seen), so a resumed run reports the whole run."""
+    lines, wall time, tokens seen), so a resumed run reports the whole run.
+    ``rng_by_rank``: with several processes, every process's random state."""
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "model": drafter.state_dict(),
@@ -120,6 +156,7 @@ def save_checkpoint(path: Path, drafter, optimizer, scheduler, step: int, extra:
         "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
         "extra": extra,
         "progress": progress or {},
+        "rng_by_rank": rng_by_rank,
     }
     tmp = path.with_name(path.name + ".tmp")
     torch.save(state, tmp)
@@ -127,29 +164,36 @@ def save_checkpoint(path: Path, drafter, optimizer, scheduler, step: int, extra:
 
 
 @torch.no_grad()
-def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device) -> dict:
+def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device, total=None) -> dict:
     """Held-out per-position top-1 agreement with the target (with the true prefix),
     against the target's top token over its whole vocabulary (a token outside the
     draft vocabulary is a miss): an estimate of conditional acceptance at each
     position; its running product estimates (unconditional) acceptance at each
-    position for a chain draft."""
+    position for a chain draft.
+
+    ``total`` (data parallel): sums a float64 tensor over the processes; each process
+    then passes its own share of the held-out sequences, and every process gets the
+    report of all of them."""
     was = drafter.training
     drafter.eval()
-    hits = None
-    counts = None
+    n_pos = drafter.cfg.max_depth
+    hits = torch.zeros(n_pos, dtype=torch.float64)
+    counts = torch.zeros(n_pos, dtype=torch.float64)
     loss_sum, n_b = 0.0, 0
-    for index in tdata.batches(seqs, batch_tokens, seed=0, epoch=0):
+    for index in (tdata.batches(seqs, batch_tokens, seed=0, epoch=0) if seqs else []):
         batch = tdata.collate(seqs, index, device)
         loss, info = draft_loss(drafter, batch, LossConfig(loss_cfg.ce_weight, loss_cfg.position_decay, 0.0),
                                 exact_top1=True)
         loss_sum += float(loss)
         n_b += 1
         c = torch.tensor(info["count"], dtype=torch.float64)
-        h = torch.tensor(info["top1"], dtype=torch.float64) * c
-        hits = h if hits is None else hits + h
-        counts = c if counts is None else counts + c
+        hits += (torch.tensor(info["top1"], dtype=torch.float64) * c).round()  # whole hit counts
+        counts += c
     drafter.train(was)
-    if hits is None:
+    if total is not None:
+        summed = total(torch.cat([hits, counts, torch.tensor([loss_sum, n_b], dtype=torch.float64)]))
+        hits, counts, (loss_sum, n_b) = summed[:n_pos], summed[n_pos:2 * n_pos], summed[2 * n_pos:].tolist()
+    if n_b == 0:
         return {}
     cond = (hits / counts.clamp(min=1)).tolist()
     uncond, prod = [], 1.0
@@ -181,14 +225,27 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     ``cfg.data``; writes the drafter to ``cfg.out`` and returns a summary."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
+    from accelerate.utils import gather_object
 
     precision = mixed_precision(cfg.precision)
     # accelerate keeps one process-wide state and refuses a second Accelerator with
     # another precision; drop it (not the distributed PartialState) so one process,
     # e.g. a notebook, can train several drafters with different settings.
     AcceleratorState._reset_state()
-    acc = Accelerator(mixed_precision=precision)
+    launched = int(os.environ.get("WORLD_SIZE", "1") or 1)  # processes started by torchrun / accelerate launch
+    # Without a GPU, accelerate sets up several launched processes only when told to
+    # use the CPU (gloo); with GPUs it does so by itself.
+    acc = Accelerator(mixed_precision=precision, cpu=launched > 1 and not torch.cuda.is_available())
+    if launched > 1 and acc.num_processes != launched:
+        raise GumihoError(
+            f"{launched} processes were launched (WORLD_SIZE={launched}) but accelerate set up "
+            f"{acc.num_processes}, so every process would train on all the data alone. On GPUs launch with "
+            f"`accelerate launch --multi_gpu --num_processes {launched} -m gumiho.train ...`; on CPUs with "
+            f"`torchrun --nproc_per_node {launched} -m gumiho.train ...`.")
     device = acc.device
+    world, rank = acc.num_processes, acc.process_index
+    if not acc.is_main_process:
+        log = lambda message: None  # noqa: E731 -- one process speaks for all
     torch.manual_seed(cfg.seed)
     started = time.time()
     seqs = tdata.load_sequences(cfg.data, cfg.max_len)
@@ -209,6 +266,11 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         drafter = Drafter(dcfg)
         vocab_ids = tdata.draft_vocabulary(train_seqs, cfg.draft_vocab, dcfg.vocab_size, eos_ids)
     drafter.set_draft_vocab(vocab_ids)
+    if world > 1:
+        # Every process built the same weights from the same seed; the noise added to
+        # the input hidden states must differ between processes (they see different
+        # sequences), so each continues with its own random stream.
+        torch.manual_seed(cfg.seed + 1_000_003 * (rank + 1))
     cover = tdata.coverage(eval_seqs or train_seqs, vocab_ids, dcfg.vocab_size)
     drafter.to(device)
     target_model.to(device)
@@ -218,7 +280,7 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     log(f"drafter {cfg.kind}: {n_params / 1e6:.2f}M parameters ({100 * n_params / n_target:.1f}% of the target's "
         f"{n_target / 1e6:.1f}M, shared embedding/LM head excluded); draft vocabulary {len(vocab_ids)} tokens "
         f"covers {100 * cover:.1f}% of answer tokens; {len(train_seqs)} train / {len(eval_seqs)} held-out sequences; "
-        f"mixed precision: {precision}")
+        f"mixed precision: {precision}" + (f"; data parallel over {world} processes" if world > 1 else ""))
 
     schedule = tdata.EpochSchedule(train_seqs, cfg.batch_tokens, cfg.seed, cfg.epochs)
     total_steps = schedule.total_steps
@@ -231,9 +293,14 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
                                    {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, cfg.warmup_steps, total_steps))
     # The drafter is driven through its methods, not forward(), so it is not wrapped
-    # in DDP; gradients are averaged across processes explicitly below.
+    # in DDP; gradients are summed across processes explicitly below.
     optimizer = acc.prepare(optimizer)
     raw = drafter
+    n_pos = dcfg.max_depth
+
+    def sum_over_processes(x: torch.Tensor) -> torch.Tensor:
+        """Element-wise sum of ``x`` over the processes (float64, on the CPU in and out)."""
+        return acc.reduce(x.to(device), reduction="sum").cpu() if world > 1 else x
 
     step = 0
     # Counted from the run's first step, across pauses: the checkpoint carries them.
@@ -248,9 +315,19 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         step = state["step"]
-        torch.set_rng_state(state["rng_cpu"])
-        if state.get("rng_cuda") is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng_cuda"])
+        by_rank = state.get("rng_by_rank")
+        if world > 1 and by_rank and len(by_rank) == world:
+            _set_rng(by_rank[rank])
+        elif world > 1 or by_rank:
+            # The global batches are the same with any number of processes; only the
+            # noise draws cannot continue the saved streams.
+            log(f"resuming with {world} process(es) where the checkpoint was written by "
+                f"{len(by_rank) if by_rank else 1}: same batches, new random streams for the noise")
+            torch.manual_seed(cfg.seed + 1_000_003 * (rank + 1) + step)
+        else:
+            torch.set_rng_state(state["rng_cpu"])
+            if state.get("rng_cuda") is not None and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(state["rng_cuda"])
         progress = state.get("progress") or {}  # absent in checkpoints of older versions
         history = list(progress.get("history", []))  # saved with the step: it ends there
         tokens_seen = progress.get("tokens_seen", 0)
@@ -266,13 +343,24 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     with StopRequest() as stop_request:
         while step < total_steps:
             epoch, within = schedule.locate(step)
-            # Each process takes every world_size-th batch (data parallel without a sampler).
             index = schedule.order(epoch)[within]
-            if acc.num_processes > 1:
-                index = index[acc.process_index::acc.num_processes] or index[:1]
-            batch = tdata.collate(train_seqs, index, device)
+            denominators = None
+            if world > 1:
+                # This process's share of the global batch; a batch of fewer sequences
+                # than processes leaves some with none, which then run one sequence at
+                # zero weight (every process must take part in every collective).
+                share = index[rank::world]
+                batch = tdata.collate(train_seqs, share or index[:1], device)
+                local = torch.cat([loss_token_counts(batch, n_pos), batch["valid"].sum().double().cpu()[None]])
+                whole = sum_over_processes(local * bool(share))
+                denominators, batch_tokens = whole[:n_pos].tolist(), int(whole[n_pos])
+            else:
+                batch = tdata.collate(train_seqs, index, device)
+                batch_tokens = int(batch["valid"].sum())
             with acc.autocast():
-                loss, info = draft_loss(raw, batch, cfg.loss)
+                loss, info = draft_loss(raw, batch, cfg.loss, denominators=denominators)
+            if world > 1 and not share:
+                loss = loss * 0.0
             if not loss.requires_grad:
                 # No position of this batch carries loss (load_sequences leaves such
                 # windows out, but a process's share of a batch can still be one). A
@@ -282,27 +370,35 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
                 loss = loss + 0.0 * sum(p.sum() for p in raw.parameters() if p.requires_grad)
             optimizer.zero_grad(set_to_none=True)
             acc.backward(loss)
-            if acc.num_processes > 1:
-                for p in raw.parameters():
-                    if p.grad is not None:
-                        p.grad = acc.reduce(p.grad, reduction="mean")
+            if world > 1:
+                _sum_gradients(acc, [p for p in raw.parameters() if p.requires_grad])
             if cfg.grad_clip:
                 acc.clip_grad_norm_(drafter.parameters(), cfg.grad_clip)
             optimizer.step()
             scheduler.step()
             step += 1
-            tokens_seen += int(batch["valid"].sum())
-            top1 = " ".join(f"{a:.2f}" for a in info["top1"])
-            bar.set_postfix_str(f"loss {float(loss.detach()):.3f} top1 {top1}")
-            bar.update(1)
-            history.append({"step": step, "loss": float(loss.detach()), "top1": info["top1"],
-                            "wall_s": round(wall_before + time.time() - t_start, 3)})
+            tokens_seen += batch_tokens
             out_of_time = (cfg.max_minutes is not None and (time.time() - t_start) / 60 > cfg.max_minutes) or (
                 cfg.stop_at_step is not None and step >= cfg.stop_at_step) or stop_request.signal is not None
-            if acc.is_main_process and (step % cfg.checkpoint_every == 0 or step == total_steps or out_of_time):
-                save_checkpoint(ckpt, raw, optimizer, scheduler, step, {"kind": cfg.kind},
-                                {"history": history, "tokens_seen": tokens_seen,
-                                 "wall_s": wall_before + time.time() - t_start})
+            step_loss, top1 = float(loss.detach()), info["top1"]
+            if world > 1:
+                # The whole batch's loss and top-1 (the sums of the shares), and whether
+                # any process has to stop: then all stop here.
+                hits = [round(a * n) for a, n in zip(info["top1"], info["count"])] if share else [0] * n_pos
+                whole = sum_over_processes(torch.tensor([step_loss, *hits, float(out_of_time)], dtype=torch.float64))
+                step_loss, out_of_time = float(whole[0]), bool(whole[-1] > 0)
+                top1 = [h / n if n else 0.0 for h, n in zip(whole[1:-1].tolist(), denominators)]
+            bar.set_postfix_str(f"loss {step_loss:.3f} top1 {' '.join(f'{a:.2f}' for a in top1)}")
+            bar.update(1)
+            history.append({"step": step, "loss": step_loss, "top1": top1,
+                            "wall_s": round(wall_before + time.time() - t_start, 3)})
+            if step % cfg.checkpoint_every == 0 or step == total_steps or out_of_time:
+                # Each process's random streams (the noise), gathered from all of them.
+                rng = gather_object([_get_rng()]) if world > 1 else None
+                if acc.is_main_process:
+                    save_checkpoint(ckpt, raw, optimizer, scheduler, step, {"kind": cfg.kind},
+                                    {"history": history, "tokens_seen": tokens_seen,
+                                     "wall_s": wall_before + time.time() - t_start}, rng_by_rank=rng)
             if out_of_time:
                 stopped_early = True
                 why = f" on {signal.Signals(stop_request.signal).name}" if stop_request.signal is not None else ""
@@ -310,7 +406,8 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
                 break
     bar.close()
     wall = wall_before + time.time() - t_start
-    report = evaluate(raw, eval_seqs, cfg.batch_tokens, cfg.loss, device) if eval_seqs else {}
+    report = evaluate(raw, eval_seqs[rank::world], cfg.batch_tokens, cfg.loss, device,
+                      total=sum_over_processes if world > 1 else None) if eval_seqs else {}
     summary = {
         "kind": cfg.kind, "target": target_name, "steps": step, "total_steps": total_steps,
         "stopped_early": stopped_early, "wall_s": wall, "init_from": cfg.init_from, "mixed_precision": precision,

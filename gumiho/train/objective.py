@@ -29,6 +29,7 @@ when all earlier ones were accepted).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -95,6 +96,20 @@ def draft_forward(drafter: Drafter, ids: torch.Tensor, hidden: torch.Tensor, noi
     return preds
 
 
+def loss_token_counts(batch: dict, n_positions: int) -> torch.Tensor:
+    """[n_positions] float64: for d = 1..n_positions, how many anchors of ``batch``
+    carry loss at draft position d (the target position t + d is an answer token and
+    both t and t + d are real tokens): the denominator of draft position d's mean in
+    :func:`draft_loss`. It depends on the masks only, so data-parallel processes can
+    add theirs up before any forward and divide by the whole batch's count."""
+    mask, valid = batch["loss_mask"], batch["valid"]
+    L = valid.shape[1]
+    out = torch.zeros(n_positions, dtype=torch.float64)
+    for d in range(1, min(n_positions, L - 1) + 1):
+        out[d - 1] = float((mask[:, d:] * valid[:, d:] * valid[:, : L - d]).sum())
+    return out
+
+
 def _full_vocab_top(drafter: Drafter, hidden: torch.Tensor, rows: int = 256) -> torch.Tensor:
     """The target's top token id over its whole vocabulary, for each row of ``hidden``
     (in chunks: a full-vocabulary logits matrix for a whole batch is large)."""
@@ -103,9 +118,18 @@ def _full_vocab_top(drafter: Drafter, hidden: torch.Tensor, rows: int = 256) -> 
     return torch.cat([drafter.full_logits(hidden[i:i + rows]).argmax(-1) for i in range(0, hidden.shape[0], rows)])
 
 
-def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: bool = False):
+def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: bool = False,
+               denominators: Sequence[float] | None = None):
     """Loss and per-position top-1 accuracy on a batch with keys ids [B,L],
     hidden [B,L,H] (float), loss_mask [B,L] (1 = answer token), valid [B,L] (1 = not padding).
+
+    The loss is sum_d w_d * mean_d / sum_d w_d over the positions d that carry loss,
+    mean_d being the per-token loss of position d averaged over this batch's tokens.
+    ``denominators`` (data-parallel training) replaces this batch's token counts by the
+    whole global batch's (:func:`loss_token_counts` summed over processes), and which
+    positions carry loss is then decided on the whole batch too: each process's loss is
+    its share of the global batch's loss, and the sum of the processes' gradients is
+    the gradient one process would compute on the whole batch.
 
     The loss, and by default the top-1 figure, live in the draft vocabulary: there a
     position counts as a hit when the drafter's top token is the target's top token
@@ -133,6 +157,9 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
     weight_sum = 0.0
     acc, counts, losses = [], [], []
     for d, pred in enumerate(preds, start=1):
+        w = loss_cfg.position_decay ** (d - 1)
+        if denominators is not None and denominators[d - 1] > 0:
+            weight_sum += w  # the whole batch has loss here, whether or not this share has
         if d >= L:
             acc.append(0.0)
             counts.append(0)
@@ -156,10 +183,10 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
         reg = F.smooth_l1_loss(p, tgt, reduction="none").mean(-1)
         d_logp = (p @ w_draft.T).log_softmax(-1)
         ce = -(t_prob * d_logp).sum(-1)
-        per = (reg + loss_cfg.ce_weight * ce).sum() / n
-        w = loss_cfg.position_decay ** (d - 1)
+        per = (reg + loss_cfg.ce_weight * ce).sum() / (n if denominators is None else denominators[d - 1])
         total = total + w * per
-        weight_sum += w
+        if denominators is None:
+            weight_sum += w
         with torch.no_grad():
             if exact_top1:
                 hit = (drafter.draft_vocab_ids[d_logp.argmax(-1)] == true_top_all[rows]).float()

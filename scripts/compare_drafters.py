@@ -15,6 +15,14 @@ resample keeps that pairing: the interval is for the difference in tau over the
 kind of prompts the set holds, not for either tau alone.
 
     python scripts/compare_drafters.py benchmarks/all80/*.json
+
+``--speedup`` asks the same of a timed record (one run with vanilla): each method's
+speedup, vanilla wall time / the method's wall time summed over the same prompts
+(the bench's figure), with a 95% bootstrap interval over prompts. The interval is
+for this machine in this run: it covers which prompts were drawn, and the timing
+noise of each prompt's run, not another machine or another day.
+
+    python scripts/compare_drafters.py --speedup benchmarks/all80/timed/mt_bench.json
 """
 from __future__ import annotations
 
@@ -53,6 +61,41 @@ def tau_difference(rows, resamples: int = 10000, seed: int = 0):
     return diff(rows), boots[int(0.025 * resamples)], boots[int(0.975 * resamples) - 1]
 
 
+def paired_walls(record: dict, method: str) -> list[tuple[float, float]]:
+    """(vanilla wall seconds, ``method``'s wall seconds) per prompt that both ran."""
+    return [(p["methods"]["vanilla"]["wall_s"], p["methods"][method]["wall_s"]) for p in record["per_prompt"]
+            if "vanilla" in p["methods"] and method in p["methods"]]
+
+
+def speedup_interval(rows, resamples: int = 10000, seed: int = 0):
+    """sum(vanilla) / sum(method) over the rows, and its 2.5% / 97.5% bootstrap quantiles over prompts."""
+    def ratio(sample):
+        return sum(r[0] for r in sample) / sum(r[1] for r in sample)
+
+    rng = random.Random(seed)
+    n = len(rows)
+    boots = sorted(ratio([rows[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
+    return ratio(rows), boots[int(0.025 * resamples)], boots[int(0.975 * resamples) - 1]
+
+
+def speedups(paths, methods=("gumiho", "serial", "parallel"), resamples: int = 10000) -> str:
+    lines = ["| set | prompts | " + " | ".join(f"{m} speedup (95% interval)" for m in methods) + " |",
+             "|" + "---|" * (2 + len(methods))]
+    for name, stem, record in load(paths):
+        missing = [m for m in ("vanilla", *methods) if m not in record["methods"]]
+        if missing:
+            raise SystemExit(f"{stem}.json: no {', '.join(missing)} in this record; a speedup needs a timed run "
+                             f"with --methods vanilla,{','.join(methods)}")
+        cells, n = [], 0
+        for m in methods:
+            rows = paired_walls(record, m)
+            n = len(rows)
+            r, lo, hi = speedup_interval(rows, resamples)
+            cells.append(f"{r:.2f}x ({lo:.2f}x to {hi:.2f}x)")
+        lines.append(f"| {name} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def compare(paths, method: str = "gumiho", others=("serial", "parallel"), resamples: int = 10000) -> str:
     lines = [f"| set | prompts | {method} tau | " + " | ".join(
         f"{o} tau | {method} - {o} (95% interval)" for o in others) + " |",
@@ -89,6 +132,8 @@ def main(argv=None):
     ap.add_argument("--method", default="gumiho", help="the drafter to test (default gumiho)")
     ap.add_argument("--against", default="serial,parallel", help="comma-separated methods to compare with")
     ap.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples (default 10000)")
+    ap.add_argument("--speedup", action="store_true",
+                    help="instead: each method's speedup over vanilla with its 95%% interval (timed records)")
     args = ap.parse_args(argv)
     if args.resamples < 100:
         ap.error("--resamples must be at least 100")
@@ -98,7 +143,10 @@ def main(argv=None):
     against = tuple(a for a in args.against.split(",") if a.strip())
     if not against or args.method in against:
         ap.error("--against must name at least one method other than --method")
-    print(compare(args.records, args.method, against, args.resamples))
+    if args.speedup:
+        print(speedups(args.records, (args.method, *against), args.resamples))
+    else:
+        print(compare(args.records, args.method, against, args.resamples))
 
 
 if __name__ == "__main__":

@@ -60,3 +60,23 @@ def test_each_method_counts_its_own_tokens():
     d, lo, hi = compare.tau_difference(compare.paired_counts(rec, "gumiho", "serial"), resamples=200)
     assert d == pytest.approx(2.0 - 1.0)
     assert lo == pytest.approx(1.0) and hi == pytest.approx(1.0)
+
+
+def test_speedup_interval_brackets_the_ratio_of_summed_wall_times(tmp_path):
+    compare = load_script("compare_drafters")
+    # Vanilla takes 3 s per prompt; Gumiho 2 s, give or take 0.2 s: a speedup of 1.5x.
+    per_prompt = [{"methods": {"vanilla": {"wall_s": 3.0}, "gumiho": {"wall_s": 2.0 + (0.2 if i % 2 else -0.2)},
+                               "serial": {"wall_s": 2.5}, "parallel": {"wall_s": 3.0}}} for i in range(40)]
+    rec = {"methods": {m: {} for m in ("vanilla", "gumiho", "serial", "parallel")}, "per_prompt": per_prompt}
+    r, lo, hi = compare.speedup_interval(compare.paired_walls(rec, "gumiho"), resamples=2000)
+    assert r == pytest.approx(1.5)
+    assert lo < 1.5 < hi and hi - lo < 0.1
+    assert compare.speedup_interval(compare.paired_walls(rec, "parallel"), resamples=200) == (1.0, 1.0, 1.0)
+    (tmp_path / "mt_bench.json").write_text(json.dumps(rec))
+    out = compare.speedups([tmp_path / "mt_bench.json"], resamples=500)
+    assert "| MT-Bench | 40 | 1.50x (" in out and "1.20x (1.20x to 1.20x)" in out
+    # An untimed record (tau only, no vanilla) is refused with what to run.
+    (tmp_path / "gsm8k.json").write_text(json.dumps(_record({"gumiho": [30] * 5, "serial": [40] * 5,
+                                                              "parallel": [50] * 5})))
+    with pytest.raises(SystemExit, match="a speedup needs a timed run"):
+        compare.speedups([tmp_path / "gsm8k.json"])

@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pause at this step with a checkpoint; rerunning the same command continues. The "
                         "learning-rate schedule only depends on the total step count after warm-up, so a run "
                         "paused during warm-up can be continued with another --max-steps or --epochs")
-    p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch")
+    p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch (data parallel: the whole batch, split over the processes)")
     p.add_argument("--max-len", type=int, default=512, help="sequences are cut into windows of this length")
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--warmup-steps", type=int, default=30)

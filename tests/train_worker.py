@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers import tiny_target  # noqa: E402
 
-from gumiho.train.loop import TrainConfig, train  # noqa: E402
+from gumiho.train.loop import TrainConfig, end_processes, train  # noqa: E402
 from gumiho.train.objective import LossConfig  # noqa: E402
 
 TARGET = dict(family="llama", hidden=32, heads=4, kv_heads=2, seed=2, init=0.3)  # the training tests' target
@@ -43,6 +43,7 @@ def main(path: str) -> int:
         tdata.collate = collate
     target = tiny_target(**TARGET)
     train(TrainConfig(**fields), target.model, "tiny", {1}, log=lambda m: print(m, flush=True))
+    end_processes()
     return 0
 
 

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     try:
         from ..models import load_target
         from .data import check_data_dir
-        from .loop import TrainConfig, train
+        from .loop import TrainConfig, end_processes, train
         from .objective import LossConfig
 
         for folder in args.data.split(","):
@@ -84,6 +84,7 @@ def main(argv=None) -> int:
             max_steps=args.max_steps, stop_at_step=args.stop_at_step, init_from=args.init_from,
             loss=LossConfig(ce_weight=args.ce_weight, position_decay=args.position_decay, noise=args.noise))
         summary = train(cfg, target.model, target.name, target.eos_ids, log=lambda m: print(m, flush=True))
+        end_processes()
         if speak:
             print(json.dumps({k: summary[k] for k in ("kind", "steps", "wall_s", "parameters", "held_out")}, indent=2))
         return 0

@@ -220,6 +220,18 @@ def initial_drafter(folder: str, expected: DrafterConfig) -> Drafter:
     return drafter.train()
 
 
+def end_processes() -> None:
+    """After the last training run of a data-parallel process: wait for the others and
+    take the process group down. A gloo group left to the interpreter's exit can abort
+    the process ("terminate called without an active exception") after its work is
+    done, which fails the launch."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], log=print) -> dict:
     """Train a drafter of ``cfg.kind`` for ``target_model`` on the shards in
     ``cfg.data``; writes the drafter to ``cfg.out`` and returns a summary."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from collections import Counter
 
 import pytest
@@ -241,6 +242,59 @@ def test_resume_refuses_changed_settings(model, tokenizer, tmp_path):
     _run(model, tokenizer, src, tmp_path / "out")
     with pytest.raises(RuntimeError, match="different settings.*max_new_tokens"):
         _run(model, tokenizer, src, tmp_path / "out", max_new_tokens=7)
+
+
+def test_parts_answer_every_prompt_once_and_train_as_one_folder(model, tokenizer, tmp_path):
+    """Two processes' parts (--part 0/2 and 1/2, each in its own part-K folder) hold
+    every prompt exactly once, with the text and hidden states one process writes;
+    training reads the folder of parts as one data folder. A part resumed with another
+    part's settings is refused."""
+    from gumiho.train import data as tdata
+
+    src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS])
+    whole = _run(model, tokenizer, src, tmp_path / "whole")
+    parts = [_run(model, tokenizer, src, tmp_path / "parts" / f"part-{k}", part=(k, 2)) for k in (0, 1)]
+    assert [m["part"] for m in parts] == ["0/2", "1/2"] and whole["part"] is None
+    assert [m["n_prompts"] for m in parts] == [3, 3] and all(m["complete"] for m in parts)
+
+    def sequences(folder):
+        return sorted((ids.tolist(), mask.tolist(), hidden) for folder_ in tdata.shard_folders(folder)
+                      for f in sorted(folder_.glob("shard_*.safetensors"))
+                      for ids, mask, hidden in shards.iter_sequences(shards.load_shard(f)))
+
+    one, split = sequences(tmp_path / "whole"), sequences(tmp_path / "parts")
+    assert [(i, m) for i, m, _ in split] == [(i, m) for i, m, _ in one] and len(one) == len(PROMPTS)
+    for (_, _, a), (_, _, b) in zip(one, split):
+        torch.testing.assert_close(a.float(), b.float(), atol=2e-3, rtol=2e-3)
+    assert tdata.check_data_dir(tmp_path / "parts") == 4  # per part, a shard of two prompts and one of one
+    assert len(tdata.load_sequences(str(tmp_path / "parts"), 512)) == len(PROMPTS)
+    with pytest.raises(RuntimeError, match="different settings.*part"):
+        _run(model, tokenizer, src, tmp_path / "parts" / "part-0", part=(1, 2))
+
+
+def test_part_comes_from_the_launch_or_the_flag(model, tokenizer, tmp_path, monkeypatch, capsys):
+    """Under torchrun (WORLD_SIZE, RANK) a process takes its own part and writes to
+    OUT/part-RANK, with its share of the cores; a bad --part is refused before the
+    model loads."""
+    import gumiho.models
+
+    src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS])
+    target = type("T", (), {"model": model, "tokenizer": tokenizer, "name": "tiny"})()
+    monkeypatch.setattr(gumiho.models, "load_target", lambda *a, **k: target)
+    threads = []
+    monkeypatch.setattr(distill.torch, "set_num_threads", threads.append)
+    for env in ({"WORLD_SIZE": "2", "RANK": "1", "LOCAL_WORLD_SIZE": "2"},):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        assert distill.main(["--prompts", str(src), "--out", str(tmp_path / "o"), "--max-new-tokens", "4",
+                             "--shard-size", "2"]) == 0
+    manifest = shards.read_manifest(tmp_path / "o" / "part-1")
+    assert manifest["part"] == "1/2" and manifest["n_prompts"] == 3
+    assert not (tmp_path / "o" / "part-0").exists()
+    assert threads[-1] == max(1, (os.cpu_count() or 2) // 2)
+    for bad in ("2/2", "one/two"):
+        assert distill.main(["--prompts", str(src), "--out", str(tmp_path / "x"), "--part", bad]) == 2
+        assert "--part" in capsys.readouterr().err
 
 
 def test_disk_full_leaves_no_partial_shard(model, tokenizer, tmp_path, monkeypatch):

@@ -23,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
             "N processes train the drafter one process would, on the same batches."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", required=True, help="folder(s) of cached shards made by gumiho.train.distill or "
-                                                 "gumiho.train.textdata; several folders separated by commas")
+                                                 "gumiho.train.textdata, several separated by commas; a folder "
+                                                 "of part-K folders (distill under torchrun) counts as one")
     p.add_argument("--out", required=True, help="output folder for the drafter (config.json + model.safetensors); "
                                                 "rerunning with the same --out resumes from its checkpoint")
     p.add_argument("--model", default=None, help="target: hub id or local folder (default: embedded SmolLM2-135M-Instruct)")

@@ -19,9 +19,25 @@ class Sequence:
     hidden: torch.Tensor  # [T, H] float16
 
 
+def shard_folders(data_dir: str | Path) -> list[Path]:
+    """The folders holding ``data_dir``'s shards: ``data_dir`` itself, or, when it holds
+    no shard but ``part-K`` folders that do (several distillation processes, see
+    gumiho.train.distill), those, in the order of K."""
+    data_dir = Path(data_dir)
+    if data_dir.is_dir() and not any(data_dir.glob("shard_*.safetensors")):
+        parts = [p for p in data_dir.glob("part-*") if p.is_dir() and p.name[5:].isdigit()
+                 and any(p.glob("shard_*.safetensors"))]
+        if parts:
+            return sorted(parts, key=lambda p: int(p.name[5:]))
+    return [data_dir]
+
+
 def check_data_dir(data_dir: str | Path) -> int:
     """Fail early, before any model loads, on a missing folder or an unreadable
-    shard. Returns the number of shards."""
+    shard. Returns the number of shards (of every part, for a folder of parts)."""
+    folders = shard_folders(data_dir)
+    if len(folders) > 1 or folders[0] != Path(data_dir):
+        return sum(check_data_dir(f) for f in folders)
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise GumihoError(f"Training data folder {str(data_dir)!r} does not exist; "
@@ -49,7 +65,8 @@ def load_sequences(data_dirs: str | Path, max_len: int = 512) -> list[Sequence]:
     window of a prompt longer than ``max_len`` is one, and a batch made only of such
     windows would have nothing to learn from."""
     out: list[Sequence] = []
-    for folder in str(data_dirs).split(","):
+    folders = [f for spec in str(data_dirs).split(",") for f in shard_folders(spec)]
+    for folder in folders:
         check_data_dir(folder)
         for f in sorted(Path(folder).glob("shard_*.safetensors")):
             try:

@@ -18,6 +18,11 @@ Usage::
 
     python -m gumiho.train.distill --prompts prompts.jsonl --out data/distill \\
         --limit 2400 --batch-size 16 --max-new-tokens 192
+
+Several processes (one per GPU, or CPU processes of a thread or two each) share the
+prompts: under ``torchrun --nproc_per_node N -m gumiho.train.distill ... --out
+data/distill`` process K answers every N-th prompt from the K-th into
+``data/distill/part-K``, and ``--data data/distill`` gives training all the parts.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import argparse
 import collections
 import hashlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -376,14 +382,35 @@ def _sha256(path: Path) -> str:
 # prompts ``[i * shard_size, (i + 1) * shard_size)``, so a run can be extended
 # with a larger ``--limit`` and only the new shards (and a formerly partial last
 # shard) are computed.
-_RUN_KEYS = ("model", "hidden_size", "prompts_sha256", "shard_size", "max_new_tokens")
+_RUN_KEYS = ("model", "hidden_size", "prompts_sha256", "shard_size", "max_new_tokens", "part")
+
+
+def parse_part(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> (K, N): part K (counted from 0) of N."""
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--part must look like K/N (part K of N, K counted from 0), not {text!r}") from None
+    if not 0 <= k < n:
+        raise ValueError(f"--part {text}: K must be 0 to N-1")
+    return k, n
+
+
+def launched_part() -> tuple[int, int] | None:
+    """Under torchrun / accelerate launch with several processes: (this process's
+    rank, number of processes), else None."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    return (int(os.environ.get("RANK", "0")), world) if world > 1 else None
 
 
 def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limit: int | None = None,
         batch_size: int = 16, max_new_tokens: int = 192, shard_size: int = 64,
         model_name: str = DEFAULT_TARGET_LABEL, progress: bool = True, writer=None,
-        hidden_batch_tokens: int = 0, hidden_from_writer: bool = True) -> dict:
+        hidden_batch_tokens: int = 0, hidden_from_writer: bool = True,
+        part: tuple[int, int] | None = None) -> dict:
     """Distil every shard of ``prompts_file`` that is not already in ``out_dir``; return the manifest.
+    ``part`` (K, N): only prompts K, K+N, K+2N, ... (after ``limit``), so that N
+    processes, each with its own ``out_dir``, answer every prompt once between them.
     ``writer``: a copy of the target in another precision that writes the answers (see
     ``--write-dtype``); the hidden states are always ``model``'s: from its own generation
     passes when it writes the answers itself, unless ``hidden_from_writer`` is False
@@ -394,6 +421,8 @@ def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limi
     convs = read_prompts(prompts_file)
     if limit is not None:
         convs = convs[:limit]
+    if part is not None:
+        convs = convs[part[0]::part[1]]
     out_dir.mkdir(parents=True, exist_ok=True)
     shards.remove_stale_tmp(out_dir)
 
@@ -405,6 +434,7 @@ def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limi
         "prompts_file": str(prompts_file),
         "prompts_sha256": _sha256(prompts_file),
         "n_prompts": len(convs),
+        "part": None if part is None else f"{part[0]}/{part[1]}",
         "shard_size": shard_size,
         "batch_size": batch_size,
         "hidden_batch_tokens": hidden_batch_tokens,
@@ -491,7 +521,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-new-tokens", type=int, default=192)
     p.add_argument("--shard-size", type=int, default=64, help="prompts per shard")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default 2; under torchrun, this process's share of the cores)")
+    p.add_argument("--part", default=None, metavar="K/N",
+                   help="answer only part K of N of the prompts (every N-th, from the K-th; K from 0), e.g. one "
+                        "process per GPU, each with its own --out. Under `torchrun --nproc_per_node N` each "
+                        "process takes its part by itself and writes to OUT/part-K; `python -m gumiho.train "
+                        "--data OUT` then reads every part")
     p.add_argument("--write-dtype", default="float32", choices=("float32", "bfloat16"),
                    help="precision of the copy of the target that writes the answers. bfloat16 writes "
                         "faster on a CPU with native bf16 matmuls, and its greedy text can differ from "
@@ -510,7 +546,23 @@ def main(argv: list[str] | None = None) -> int:
                    help="target: hub id or local folder (default: the embedded SmolLM2-135M-Instruct)")
     args = p.parse_args(argv)
 
-    torch.set_num_threads(args.threads)
+    launched = launched_part()
+    try:
+        part = parse_part(args.part) if args.part else launched
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = args.out
+    if launched is not None and not args.part:
+        # One output folder per process: each keeps its own manifest, and resumes on its own.
+        out = str(Path(args.out) / f"part-{part[0]}")
+        if args.device in ("cuda", "auto") and torch.cuda.is_available():
+            args.device = f"cuda:{int(os.environ.get('LOCAL_RANK', part[0])) % torch.cuda.device_count()}"
+    threads = args.threads
+    if threads is None:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if launched else 1
+        threads = 2 if local == 1 else max(1, (os.cpu_count() or 2) // local)
+    torch.set_num_threads(threads)
     if args.hidden_batch_tokens < 0:
         print("error: --hidden-batch-tokens must be 0 or more", file=sys.stderr)
         return 2
@@ -537,14 +589,15 @@ def main(argv: list[str] | None = None) -> int:
 
         writer = copy.deepcopy(model).to(getattr(torch, args.write_dtype)).eval()
     try:
-        manifest = run(model, tokenizer, args.prompts, args.out, limit=args.limit, batch_size=args.batch_size,
+        manifest = run(model, tokenizer, args.prompts, out, limit=args.limit, batch_size=args.batch_size,
                        max_new_tokens=args.max_new_tokens, shard_size=args.shard_size, model_name=name,
                        writer=writer, hidden_batch_tokens=args.hidden_batch_tokens,
-                       hidden_from_writer=not args.separate_hidden_pass)
+                       hidden_from_writer=not args.separate_hidden_pass, part=part)
     except shards.DiskFullError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3
-    print(f"done: {len(manifest['shards'])} shards, {manifest['total_tokens']} tokens "
+    print(f"done{f' (part {part[0]}/{part[1]}, in {out})' if part else ''}: {len(manifest['shards'])} shards, "
+          f"{manifest['total_tokens']} tokens "
           f"({manifest['total_answer_tokens']} answer tokens)")
     return 0
 

@@ -49,16 +49,20 @@ def paired_counts(record: dict, a: str, b: str) -> list[tuple[int, int, int, int
     return rows
 
 
-def tau_difference(rows, resamples: int = 10000, seed: int = 0):
-    """tau(a) - tau(b) on the rows, and its 2.5% / 97.5% bootstrap quantiles over prompts."""
-    def diff(sample):
-        return (sum(r[0] for r in sample) / sum(r[1] for r in sample)
-                - sum(r[2] for r in sample) / sum(r[3] for r in sample))
-
+def bootstrap(rows, statistic, resamples: int = 10000, seed: int = 0):
+    """``statistic(rows)``, and its 2.5% / 97.5% quantiles over ``resamples`` resamples
+    of the rows (prompts) with replacement."""
     rng = random.Random(seed)
     n = len(rows)
-    boots = sorted(diff([rows[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
-    return diff(rows), boots[int(0.025 * resamples)], boots[int(0.975 * resamples) - 1]
+    boots = sorted(statistic([rows[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
+    return statistic(rows), boots[int(0.025 * resamples)], boots[int(0.975 * resamples) - 1]
+
+
+def tau_difference(rows, resamples: int = 10000, seed: int = 0):
+    """tau(a) - tau(b) on the rows of paired_counts, with its bootstrap interval."""
+    return bootstrap(rows, lambda sample: (sum(r[0] for r in sample) / sum(r[1] for r in sample)
+                                           - sum(r[2] for r in sample) / sum(r[3] for r in sample)),
+                     resamples, seed)
 
 
 def paired_walls(record: dict, method: str) -> list[tuple[float, float]]:
@@ -68,14 +72,8 @@ def paired_walls(record: dict, method: str) -> list[tuple[float, float]]:
 
 
 def speedup_interval(rows, resamples: int = 10000, seed: int = 0):
-    """sum(vanilla) / sum(method) over the rows, and its 2.5% / 97.5% bootstrap quantiles over prompts."""
-    def ratio(sample):
-        return sum(r[0] for r in sample) / sum(r[1] for r in sample)
-
-    rng = random.Random(seed)
-    n = len(rows)
-    boots = sorted(ratio([rows[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
-    return ratio(rows), boots[int(0.025 * resamples)], boots[int(0.975 * resamples) - 1]
+    """sum(vanilla) / sum(method) over the rows of paired_walls, with its bootstrap interval."""
+    return bootstrap(rows, lambda sample: sum(r[0] for r in sample) / sum(r[1] for r in sample), resamples, seed)
 
 
 def speedups(paths, methods=("gumiho", "serial", "parallel"), resamples: int = 10000) -> str:

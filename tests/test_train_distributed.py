@@ -4,6 +4,7 @@ a paused run resumes bit for bit, and a signal to one process stops them all at 
 same step instead of leaving the others waiting in a collective."""
 import json
 import os
+from dataclasses import asdict
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from gumiho.train.loop import TrainConfig, _ckpt_path, train
 from gumiho.train.objective import LossConfig
 
 from helpers import tiny_target
-from test_train import make_shards
+from test_train import cfg_for, make_shards
 
 WORKER = Path(__file__).resolve().parent / "train_worker.py"
 
@@ -27,13 +28,11 @@ def data(tmp_path_factory):
     return make_shards(tmp_path_factory.mktemp("ddp"), tiny_target(**TARGET))
 
 
-def fields(data, out, **kw):
-    base = dict(data=str(data), out=str(out), kind="gumiho", epochs=20, batch_tokens=150, max_len=64, lr=3e-3,
-                warmup_steps=2, draft_vocab=64, eval_fraction=0.1, checkpoint_every=1000, seed=0, precision="fp32",
-                loss={"noise": 0.0}, drafter_overrides={"num_attention_heads": 4, "num_key_value_heads": 2},
-                max_steps=6)
-    base.update(kw)
-    return base
+def fields(data, out, noise=0.0, sigterm=None, **kw):
+    """The training tests' config (test_train.cfg_for) with 150-token batches and six
+    steps, as the worker's JSON; ``sigterm`` as the worker reads it."""
+    cfg = asdict(cfg_for(data, out, loss=LossConfig(noise=noise), **{"batch_tokens": 150, "max_steps": 6, **kw}))
+    return cfg if sigterm is None else dict(cfg, sigterm=sigterm)
 
 
 def launch(cfg: dict, processes: int, tmp_path, timeout=240):
@@ -88,8 +87,8 @@ def test_a_paused_two_process_run_resumes_bit_for_bit(data, tmp_path):
     """With the input noise on (each process draws its own), a run paused at step 3
     and started again ends with the weights of a run that was never paused: every
     process's random stream is saved with the checkpoint."""
-    whole = fields(data, tmp_path / "whole", loss={"noise": 0.05})
-    paused = fields(data, tmp_path / "paused", loss={"noise": 0.05}, stop_at_step=3)
+    whole = fields(data, tmp_path / "whole", noise=0.05)
+    paused = fields(data, tmp_path / "paused", noise=0.05, stop_at_step=3)
     launch(whole, 2, tmp_path)
     launch(paused, 2, tmp_path)
     assert checkpoint(paused["out"])["step"] == 3

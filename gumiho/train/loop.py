@@ -164,14 +164,14 @@ def save_checkpoint(path: Path, drafter, optimizer, scheduler, step: int, extra:
 
 
 @torch.no_grad()
-def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device, total=None) -> dict:
+def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device, sum_over_processes=None) -> dict:
     """Held-out per-position top-1 agreement with the target (with the true prefix),
     against the target's top token over its whole vocabulary (a token outside the
     draft vocabulary is a miss): an estimate of conditional acceptance at each
     position; its running product estimates (unconditional) acceptance at each
     position for a chain draft.
 
-    ``total`` (data parallel): sums a float64 tensor over the processes; each process
+    ``sum_over_processes`` (data parallel): sums a float64 tensor over the processes; each process
     then passes its own share of the held-out sequences, and every process gets the
     report of all of them."""
     was = drafter.training
@@ -190,8 +190,8 @@ def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device, tot
         hits += (torch.tensor(info["top1"], dtype=torch.float64) * c).round()  # whole hit counts
         counts += c
     drafter.train(was)
-    if total is not None:
-        summed = total(torch.cat([hits, counts, torch.tensor([loss_sum, n_b], dtype=torch.float64)]))
+    if sum_over_processes is not None:
+        summed = sum_over_processes(torch.cat([hits, counts, torch.tensor([loss_sum, n_b], dtype=torch.float64)]))
         hits, counts, (loss_sum, n_b) = summed[:n_pos], summed[n_pos:2 * n_pos], summed[2 * n_pos:].tolist()
     if n_b == 0:
         return {}
@@ -419,7 +419,7 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     bar.close()
     wall = wall_before + time.time() - t_start
     report = evaluate(raw, eval_seqs[rank::world], cfg.batch_tokens, cfg.loss, device,
-                      total=sum_over_processes if world > 1 else None) if eval_seqs else {}
+                      sum_over_processes) if eval_seqs else {}
     summary = {
         "kind": cfg.kind, "target": target_name, "steps": step, "total_steps": total_steps,
         "stopped_early": stopped_early, "wall_s": wall, "init_from": cfg.init_from, "mixed_precision": precision,

@@ -1,0 +1,37 @@
+"""scripts/train_on_gpu.py without a GPU: the trainer commands it builds, and its refusals
+of a bad --init-from before anything starts."""
+import argparse
+
+import pytest
+
+from helpers import load_script
+
+
+def _args(**over):
+    base = dict(batch_tokens=16384, lr=3e-4, warmup_steps=20, max_epochs=1.0, eval_fraction=0.02,
+                precision="auto", seed=0, init_from=None)
+    return argparse.Namespace(**{**base, **over})
+
+
+def test_each_kind_continues_its_own_saved_drafter(tmp_path):
+    gpu = load_script("train_on_gpu")
+    cmd = gpu.train_cmd(_args(init_from="assets/drafters/smollm2-135m-{kind}"), "serial", ["d0", "d1"], tmp_path,
+                        ["--max-steps", "240"])
+    assert cmd[cmd.index("--init-from") + 1] == "assets/drafters/smollm2-135m-serial"
+    assert cmd[cmd.index("--data") + 1] == "d0,d1"
+    assert cmd[cmd.index("--kind") + 1] == "serial"
+    assert cmd[-2:] == ["--max-steps", "240"]
+    assert "--init-from" not in gpu.train_cmd(_args(), "gumiho", ["d0"], tmp_path, [])
+
+
+@pytest.mark.parametrize("template, message", [
+    ("assets/drafters/smollm2-135m-gumiho", "needs {kind}"),
+    ("nowhere/{kind}", "no saved drafter for gumiho, serial, parallel"),
+])
+def test_a_bad_init_from_is_refused_before_anything_runs(tmp_path, capsys, template, message):
+    gpu = load_script("train_on_gpu")
+    with pytest.raises(SystemExit) as e:
+        gpu.main(["--prompts", "p.jsonl", "--work", str(tmp_path / "w"), "--minutes", "1", "--init-from", template])
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()

@@ -141,8 +141,34 @@ def distil(a, work: Path, logs: Path, deadline: float) -> dict:
             "answer_tokens": answer_tokens}
 
 
+def init_folder(template: str, kind: str) -> str:
+    return template.replace("{kind}", kind)
+
+
+def check_init_from(template: str, kinds: list[str]) -> str | None:
+    """What is wrong with --init-from, if anything: checked before distillation starts,
+    since a trainer would find it only after the distillation's minutes. Each kind's
+    folder must load (Drafter.load's checks) and hold a drafter of that kind."""
+    from gumiho.drafter import Drafter
+    from gumiho.errors import GumihoError
+
+    if "{kind}" not in template:
+        return "--init-from needs {kind} in the folder name, e.g. assets/drafters/smollm2-135m-{kind}"
+    missing = [k for k in kinds if not Path(init_folder(template, k)).is_dir()]
+    if missing:
+        return f"--init-from: no saved drafter for {', '.join(missing)} at {template}"
+    for k in kinds:
+        try:
+            have = Drafter.load(init_folder(template, k)).cfg.kind
+        except GumihoError as e:
+            return f"--init-from: {e}"
+        if have != k:
+            return f"--init-from: {init_folder(template, k)} holds a {have} drafter, not a {k} one"
+    return None
+
+
 def train_cmd(a, kind: str, data: list[str], work: Path, extra: list[str]) -> list[str]:
-    init = ["--init-from", a.init_from.format(kind=kind)] if a.init_from else []
+    init = ["--init-from", init_folder(a.init_from, kind)] if a.init_from else []
     return ["-m", "gumiho.train", "--data", ",".join(data), "--out", str(work / kind), "--kind", kind,
             "--batch-tokens", str(a.batch_tokens), "--lr", str(a.lr), "--warmup-steps", str(a.warmup_steps),
             "--epochs", str(a.max_epochs), "--eval-fraction", str(a.eval_fraction), "--precision", a.precision,
@@ -179,7 +205,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--writers", type=int, default=3,
                    help="distillation processes sharing the device. On an H200, four writers with --batch-size 512 "
-                        "filled its 140 GB and one of them ran out of memory on a batch of long prompts")
+                        "filled its memory and one of them ran out of it on a batch of long prompts")
     p.add_argument("--batch-size", type=int, default=384, help="prompts answered per generate call")
     p.add_argument("--batches-per-shard", type=int, default=4,
                    help="generate calls per shard. A shard's prompts are sorted by length before batching, so "
@@ -213,11 +239,9 @@ def main(argv=None) -> int:
     if not a.train_steps and a.probe_steps >= a.warmup_steps:
         p.error("--probe-steps must be below --warmup-steps (the probe must pause inside warm-up)")
     if a.init_from:
-        if "{kind}" not in a.init_from:
-            p.error("--init-from needs {kind} in the folder name, e.g. assets/drafters/smollm2-135m-{kind}")
-        missing = [k for k in a.kinds.split(",") if not (Path(a.init_from.format(kind=k)) / "config.json").exists()]
-        if missing:
-            p.error(f"--init-from: no saved drafter for {', '.join(missing)} at {a.init_from}")
+        problem = check_init_from(a.init_from, a.kinds.split(","))
+        if problem:
+            p.error(problem)
 
     t0 = time.time()
     end = t0 + 60 * a.minutes

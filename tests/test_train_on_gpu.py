@@ -1,10 +1,11 @@
 """scripts/train_on_gpu.py without a GPU: the trainer commands it builds, and its refusals
 of a bad --init-from before anything starts."""
 import argparse
+import shutil
 
 import pytest
 
-from helpers import load_script
+from helpers import ROOT, load_script
 
 
 def _args(**over):
@@ -35,3 +36,12 @@ def test_a_bad_init_from_is_refused_before_anything_runs(tmp_path, capsys, templ
     assert e.value.code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
+
+
+def test_a_drafter_of_another_kind_is_refused(tmp_path, capsys):
+    gpu = load_script("train_on_gpu")
+    shutil.copytree(ROOT / "assets" / "drafters" / "smollm2-135m-serial", tmp_path / "d-gumiho")
+    with pytest.raises(SystemExit):
+        gpu.main(["--prompts", "p.jsonl", "--work", str(tmp_path / "w"), "--minutes", "1", "--kinds", "gumiho",
+                  "--init-from", str(tmp_path / "d-{kind}")])
+    assert "holds a serial drafter, not a gumiho one" in capsys.readouterr().err

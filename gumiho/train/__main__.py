@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
 from ..errors import GumihoError
+from . import launched_processes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
             check_data_dir(folder)
 
         # Under torchrun / accelerate launch every process runs this; one speaks.
-        speak = os.environ.get("RANK", "0") == "0"
+        speak = launched_processes()[0] == 0
         started = time.time()
         target = load_target(args.model, device="cpu", dtype="float32")
         if speak:

@@ -47,7 +47,7 @@ from tqdm import tqdm
 
 from gumiho.kvcache import cache_layers, new_cache
 from gumiho.models import DEFAULT_TARGET_LABEL, _cache_keyword
-from gumiho.train import shards
+from gumiho.train import launched_processes, shards
 from gumiho.train.inputs import Conversation, read_prompts
 
 
@@ -399,8 +399,8 @@ def parse_part(text: str) -> tuple[int, int]:
 def launched_part() -> tuple[int, int] | None:
     """Under torchrun / accelerate launch with several processes: (this process's
     rank, number of processes), else None."""
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    return (int(os.environ.get("RANK", "0")), world) if world > 1 else None
+    rank, world = launched_processes()
+    return (rank, world) if world > 1 else None
 
 
 def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limit: int | None = None,

@@ -33,7 +33,7 @@ from ..drafter import Drafter, DrafterConfig
 from ..errors import GumihoError
 from ..machine import cpu_has_native_bf16
 from ..metrics import conditional_acceptance
-from . import data as tdata
+from . import data as tdata, launched_processes
 from .objective import LossConfig, draft_loss, loss_token_counts
 
 
@@ -244,7 +244,7 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     # another precision; drop it (not the distributed PartialState) so one process,
     # e.g. a notebook, can train several drafters with different settings.
     AcceleratorState._reset_state()
-    launched = int(os.environ.get("WORLD_SIZE", "1") or 1)  # processes started by torchrun / accelerate launch
+    _, launched = launched_processes()  # processes started by torchrun / accelerate launch
     # Without a GPU, accelerate sets up several launched processes only when told to
     # use the CPU (gloo); with GPUs it does so by itself.
     acc = Accelerator(mixed_precision=precision, cpu=launched > 1 and not torch.cuda.is_available())

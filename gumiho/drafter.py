@@ -11,6 +11,16 @@ The drafter's input at position i is ``fc(cat(embed(x_{i+1}), h_i))``: "the hidd
 state at i, and the token that was chosen from it". From that it predicts h_{i+1},
 whose logits (through the target's own LM head) give a guess for x_{i+2}.
 
+Fused target features (EAGLE-3): with ``feature_layers = (l_1, ..., l_k)`` the
+drafter reads, at the context positions the target has processed, the target's
+hidden states after those layers, f_i = cat(g^{l_1}_i, ..., g^{l_k}_i) [k*H], and
+replaces h_i above by ``fuse(f_i)`` (one linear layer k*H -> H). Layer index l
+counts as transformers' ``hidden_states`` does: 0 is the embedding output, l the
+output of decoder layer l, and N (the last of N layers) the final-norm state h_i
+itself, so ``feature_layers=(N,)`` reads what the default drafter reads. Draft
+positions beyond the context feed back the drafter's own H-wide outputs, as before:
+only what the target produced is fused.
+
 Draft position d (d = 1, 2, ...) is the d-th token after the last token the target
 produced. With ``serial_positions = S`` and ``mlp_heads = M``:
 
@@ -40,7 +50,7 @@ import torch.nn.functional as F
 from .cpulinear import linear
 from .errors import GumihoError
 
-DRAFTER_KINDS = ("gumiho", "serial", "parallel")
+DRAFTER_KINDS = ("gumiho", "serial", "parallel", "eagle")
 
 
 @dataclass
@@ -63,6 +73,9 @@ class DrafterConfig:
     draft_vocab_size: Optional[int] = None
     # Official checkpoints have no input norm on the first layer (see official.py).
     first_layer_input_norm: bool = True
+    # Target layers whose hidden states are fused into the drafter's input (see the
+    # module docstring); None: the final-norm hidden state alone (official checkpoints).
+    feature_layers: Optional[tuple] = None
     target: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -77,6 +90,18 @@ class DrafterConfig:
             raise GumihoError("A drafter with serial positions needs at least one Transformer layer.")
         if self.num_attention_heads % self.num_key_value_heads:
             raise GumihoError("num_attention_heads must be a multiple of num_key_value_heads.")
+        if self.feature_layers is not None:
+            layers = self.feature_layers
+            if (not isinstance(layers, (list, tuple)) or not layers
+                    or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in layers)
+                    or len(set(layers)) != len(layers)):
+                raise GumihoError(f"feature_layers must be distinct layer indices >= 0, got {layers!r}.")
+            self.feature_layers = tuple(layers)
+
+    @property
+    def feature_width(self) -> int:
+        """Width of what the target hands the drafter per position: H, or k*H fused."""
+        return self.hidden_size * (len(self.feature_layers) if self.feature_layers else 1)
 
     @classmethod
     def for_target(cls, target_config, kind: str = "gumiho", **overrides) -> "DrafterConfig":
@@ -96,6 +121,8 @@ class DrafterConfig:
             rope_theta=float(theta),
         )
         kw.update(kind_layout(kind))
+        if overrides.get("feature_layers") == "default":
+            overrides = dict(overrides, feature_layers=default_feature_layers(text_cfg.num_hidden_layers))
         kw.update(overrides)
         return cls(kind=kind, **kw)
 
@@ -121,7 +148,16 @@ def kind_layout(kind: str) -> dict:
         return dict(serial_positions=7, mlp_heads=0)
     if kind == "parallel":
         return dict(serial_positions=0, mlp_heads=7, num_layers=0)
+    if kind == "eagle":  # EAGLE-2, the baseline the paper compares with: one layer, all serial
+        return dict(serial_positions=7, mlp_heads=0, num_layers=1)
     raise GumihoError(f"Unknown drafter kind {kind!r}; use one of {DRAFTER_KINDS}.")
+
+
+def default_feature_layers(num_layers: int) -> tuple:
+    """EAGLE-3's low, middle and high layers of an N-layer target: 2, N//2 and N-3
+    (in ``hidden_states`` numbering; for small N, distinct layers within 1..N)."""
+    picks = sorted({min(max(i, 1), num_layers) for i in (2, num_layers // 2, num_layers - 3)})
+    return tuple(picks)
 
 
 # ----------------------------------------------------------------------------- layers
@@ -295,6 +331,8 @@ class Drafter(nn.Module):
         self.cfg = cfg
         h = cfg.hidden_size
         self.fc = nn.Linear(2 * h, h, bias=True)
+        # Fused target features -> one H-wide state (only with feature_layers).
+        self.fuse = nn.Linear(cfg.feature_width, h, bias=False) if cfg.feature_layers else None
         self.layers = nn.ModuleList([DecoderLayer(cfg, i) for i in range(cfg.num_layers)])
         self.heads = nn.ModuleList([mlp_head(cfg) for _ in range(cfg.mlp_heads)])
         # Restricted draft vocabulary: ids of the tokens the drafter may propose.
@@ -323,6 +361,13 @@ class Drafter(nn.Module):
                 f"{head.weight.shape[0]}: this drafter was trained for another model "
                 f"({self.cfg.target or 'unknown'}). Train one for this target with `python -m gumiho.train`."
             )
+        layers = self.cfg.feature_layers
+        n_layers = getattr(getattr(target_model.config, "get_text_config", lambda: target_model.config)(),
+                           "num_hidden_layers", None)
+        if layers and isinstance(n_layers, int) and max(layers) > n_layers:
+            raise GumihoError(
+                f"This drafter reads the target's layers {list(layers)}, but the target has only {n_layers} "
+                f"layers: it was trained for another model ({self.cfg.target or 'unknown'}).")
         # Plain attributes (not submodules): not trained, not saved, not moved by .to().
         object.__setattr__(self, "_embed", emb)
         self._lm_head_weight = head.weight.detach()
@@ -372,6 +417,21 @@ class Drafter(nn.Module):
     def project(self, hidden: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
         """fc(cat(embed(x_{i+1}), h_i)): the drafter's input for one position."""
         return self.fc(torch.cat([self.embed(next_ids), hidden.to(self.fc.weight.dtype)], dim=-1))
+
+    def fuse_features(self, states: torch.Tensor) -> torch.Tensor:
+        """What the target handed over for context positions ([.., feature_width]: the
+        final-norm state, or the fused layers' states) -> the H-wide state the drafter
+        conditions on (the fused projection, or the final-norm state unchanged)."""
+        if states.shape[-1] != self.cfg.feature_width:
+            raise GumihoError(f"The drafter expects target states {self.cfg.feature_width} wide "
+                              f"(feature_layers={self.cfg.feature_layers}), got {states.shape[-1]}.")
+        states = states.to(self.fc.weight.dtype)
+        return self.fuse(states) if self.fuse is not None else states
+
+    def project_context(self, states: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
+        """The drafter's input at a position the target has processed: ``project`` of
+        the (fused) target state there."""
+        return self.project(self.fuse_features(states), next_ids)
 
     def transformer(self, x, positions, mask, past=None):
         """Run the serial layers. x [B,T,H], positions [B or 1,T], mask [.,1,T,P+T].
@@ -433,6 +493,10 @@ class Drafter(nn.Module):
         try:
             with open(cfg_path) as f:
                 raw = json.load(f)
+            if not isinstance(raw, dict):
+                raise TypeError("the file does not hold a JSON object")
+            if isinstance(raw.get("feature_layers"), list):
+                raw["feature_layers"] = tuple(raw["feature_layers"])
             cfg = DrafterConfig(**raw)
         except (json.JSONDecodeError, TypeError) as e:
             raise GumihoError(f"Drafter config {cfg_path!r} is not valid: {e}") from None

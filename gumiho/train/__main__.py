@@ -46,6 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft-vocab", type=int, default=8192,
                    help="the drafter proposes only the N most frequent answer tokens (FR-Spec); 0 = full vocabulary")
     p.add_argument("--ce-weight", type=float, default=0.1, help="weight of the soft cross-entropy term")
+    p.add_argument("--reg-weight", type=float, default=1.0,
+                   help="weight of the SmoothL1 hidden-state regression (the paper's loss: 1 with --ce-weight 0.1; "
+                        "EAGLE-3's cross-entropy-only training: 0 with --ce-weight 1)")
+    p.add_argument("--top1-weight", type=float, default=0.0,
+                   help="weight of a hard cross-entropy on the target's top token (the token greedy verification "
+                        "accepts)")
+    p.add_argument("--feature-layers", default="none", metavar="none|default|L1,L2,...",
+                   help="target layers whose hidden states the drafter reads, fused (EAGLE-3); 'default': layers 2, "
+                        "N/2 and N-3 of N; numbers count as transformers' hidden_states (0 = embeddings, N = the "
+                        "final-norm state); none: the final-norm state alone")
+    p.add_argument("--features", default="auto", choices=["auto", "cached", "on-the-fly"],
+                   help="where the target's states come from: the shards' cache, or a target forward inside every "
+                        "training step over the shards' token ids (text-only data works); auto: cached when the "
+                        "shards hold what the drafter reads")
     p.add_argument("--position-decay", type=float, default=0.8, help="loss weight of draft position d is decay^(d-1)")
     p.add_argument("--noise", type=float, default=0.2, help="width of the uniform noise added to input hidden states")
     p.add_argument("--eval-fraction", type=float, default=0.03, help="held-out share of sequences")
@@ -60,6 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse_feature_layers(text: str):
+    """``default`` or comma-separated layer numbers, as --feature-layers takes them."""
+    if text.strip() == "default":
+        return "default"
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise GumihoError(f"--feature-layers takes 'none', 'default' or layer numbers such as 2,15,27; got {text!r}") \
+            from None
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -70,6 +95,9 @@ def main(argv=None) -> int:
 
         for folder in args.data.split(","):
             check_data_dir(folder)
+        overrides = {}
+        if args.feature_layers != "none":
+            overrides["feature_layers"] = parse_feature_layers(args.feature_layers)
 
         # Under torchrun / accelerate launch every process runs this; one speaks.
         speak = launched_processes()[0] == 0
@@ -83,7 +111,9 @@ def main(argv=None) -> int:
             draft_vocab=args.draft_vocab or target.config.vocab_size, eval_fraction=args.eval_fraction,
             checkpoint_every=args.checkpoint_every, seed=args.seed, precision=args.precision, max_minutes=args.max_minutes,
             max_steps=args.max_steps, stop_at_step=args.stop_at_step, init_from=args.init_from,
-            loss=LossConfig(ce_weight=args.ce_weight, position_decay=args.position_decay, noise=args.noise))
+            features=args.features, drafter_overrides=overrides,
+            loss=LossConfig(ce_weight=args.ce_weight, position_decay=args.position_decay, noise=args.noise,
+                            reg_weight=args.reg_weight, top1_weight=args.top1_weight))
         summary = train(cfg, target.model, target.name, target.eos_ids, log=lambda m: print(m, flush=True))
         end_processes()
         if speak:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -16,7 +17,9 @@ from . import shards
 class Sequence:
     ids: torch.Tensor  # [T] long
     loss_mask: torch.Tensor  # [T] uint8
-    hidden: torch.Tensor  # [T, H] float16
+    hidden: Optional[torch.Tensor]  # [T, H] float16; None: computed on the fly (text-only data)
+    features: Optional[torch.Tensor] = None  # [T, k*H] float16: cached fused target features
+    feature_layers: Optional[tuple] = None  # the layers ``features`` holds
 
 
 def shard_folders(data_dir: str | Path) -> list[Path]:
@@ -55,7 +58,7 @@ def check_data_dir(data_dir: str | Path) -> int:
     return len(files)
 
 
-def load_sequences(data_dirs: str | Path, max_len: int = 512) -> list[Sequence]:
+def load_sequences(data_dirs: str | Path, max_len: int = 512, states: bool = True) -> list[Sequence]:
     """Every sequence of every finished shard, cut into windows of at most ``max_len``
     (windows overlap by nothing: each token is trained once per epoch).
     ``data_dirs`` may name several folders separated by commas.
@@ -63,7 +66,10 @@ def load_sequences(data_dirs: str | Path, max_len: int = 512) -> list[Sequence]:
     A window with no answer token after its first position carries no loss (the loss
     falls on answer tokens at positions t + d, d >= 1) and is left out: the first
     window of a prompt longer than ``max_len`` is one, and a batch made only of such
-    windows would have nothing to learn from."""
+    windows would have nothing to learn from.
+
+    ``states=False`` reads token ids and masks only (training then computes the
+    target's states on the fly): less memory, and any shard will do."""
     out: list[Sequence] = []
     folders = [f for spec in str(data_dirs).split(",") for f in shard_folders(spec)]
     for folder in folders:
@@ -71,13 +77,21 @@ def load_sequences(data_dirs: str | Path, max_len: int = 512) -> list[Sequence]:
         for f in sorted(Path(folder).glob("shard_*.safetensors")):
             try:
                 t = shards.load_shard(f)
+                layers = shards.shard_feature_layers(f) if states else None
             except Exception as e:  # a damaged shard: name it, do not guess
                 raise GumihoError(f"Shard {f.name} cannot be read ({e}); delete it and rerun the distillation "
                                   f"to regenerate it.") from None
-            for ids, mask, hid in shards.iter_sequences(t):
+            if not states:
+                t = {k: v for k, v in t.items() if k not in ("hidden", "features")}
+            feats = t.get("features")
+            off = t["offsets"].tolist()
+            for (ids, mask, hid), start in zip(shards.iter_sequences(t), off):
                 for a in range(0, len(ids), max_len):
                     if len(ids[a:a + max_len]) >= 4 and bool(mask[a + 1:a + max_len].any()):
-                        out.append(Sequence(ids[a:a + max_len].long(), mask[a:a + max_len], hid[a:a + max_len]))
+                        w = slice(a, a + max_len)
+                        fw = None if feats is None else feats[start + a:start + min(a + max_len, len(ids))]
+                        out.append(Sequence(ids[w].long(), mask[w], None if hid is None else hid[w], fw,
+                                            layers if fw is not None else None))
     if not out:
         raise GumihoError(f"The shards in {str(data_dirs)!r} hold no usable sequence.")
     return out
@@ -178,19 +192,26 @@ class EpochSchedule:
 
 
 def collate(seqs: list[Sequence], index: list[int], device) -> dict:
+    """A right-padded batch: ids, loss_mask, valid [B, L], and the cached states the
+    sequences carry, hidden [B, L, H] and features [B, L, k*H] (float32), each only
+    when every sequence has it (otherwise training computes them on the fly)."""
     items = [seqs[i] for i in index]
     L = max(len(s.ids) for s in items)
-    H = items[0].hidden.shape[-1]
     B = len(items)
     ids = torch.zeros(B, L, dtype=torch.long)
-    hidden = torch.zeros(B, L, H, dtype=torch.float16)
     loss_mask = torch.zeros(B, L)
     valid = torch.zeros(B, L)
     for b, s in enumerate(items):
         n = len(s.ids)
         ids[b, :n] = s.ids
-        hidden[b, :n] = s.hidden
         loss_mask[b, :n] = s.loss_mask.float()
         valid[b, :n] = 1
-    return {"ids": ids.to(device), "hidden": hidden.to(device).float(), "loss_mask": loss_mask.to(device),
-            "valid": valid.to(device)}
+    batch = {"ids": ids.to(device), "loss_mask": loss_mask.to(device), "valid": valid.to(device)}
+    for key in ("hidden", "features"):
+        parts = [getattr(s, key) for s in items]
+        if all(p is not None for p in parts):
+            out = torch.zeros(B, L, parts[0].shape[-1], dtype=torch.float16)
+            for b, p in enumerate(parts):
+                out[b, :len(p)] = p
+            batch[key] = out.to(device).float()
+    return batch

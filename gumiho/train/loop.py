@@ -16,6 +16,7 @@ processes together, so none is left waiting in a collective the others have left
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -35,6 +36,40 @@ from ..machine import cpu_has_native_bf16
 from ..metrics import conditional_acceptance
 from . import data as tdata, launched_processes
 from .objective import LossConfig, draft_loss, loss_token_counts
+from .states import target_states
+
+FEATURE_SOURCES = ("auto", "cached", "on-the-fly")
+
+
+def cached_states_fit(seqs: list, feature_layers) -> bool:
+    """Whether every sequence carries the states a drafter reading ``feature_layers``
+    trains on: the final hidden state and, when fused, features of those layers."""
+    return all(s.hidden is not None and (not feature_layers or (s.features is not None
+                                                                and tuple(s.feature_layers) == tuple(feature_layers)))
+               for s in seqs)
+
+
+def states_source(cfg: "TrainConfig", feature_layers) -> tuple[list, bool]:
+    """The training sequences and whether their states are computed on the fly,
+    as ``cfg.features`` asks, refused with a clear message when cached states are asked
+    for and the shards do not hold them."""
+    if cfg.features not in FEATURE_SOURCES:
+        raise GumihoError(f"features must be one of {', '.join(FEATURE_SOURCES)}, not {cfg.features!r}")
+    if cfg.features == "on-the-fly":
+        return tdata.load_sequences(cfg.data, cfg.max_len, states=False), True
+    seqs = tdata.load_sequences(cfg.data, cfg.max_len)
+    if cached_states_fit(seqs, feature_layers):
+        return seqs, False
+    if cfg.features == "cached":
+        what = (f"the target's features of layers {list(feature_layers)}" if feature_layers
+                else "the target's hidden states")
+        raise GumihoError(f"The shards in {cfg.data!r} do not hold {what} for every sequence: cache them with "
+                          f"`python -m gumiho.train.features --data DIR --out DIR_WITH_FEATURES"
+                          + (f" --layers {','.join(map(str, feature_layers))}`" if feature_layers else "`")
+                          + ", or train with --features on-the-fly.")
+    for s in seqs:  # on the fly: the cached states are not used, do not keep them
+        s.hidden = s.features = s.feature_layers = None
+    return seqs, True
 
 
 @dataclass
@@ -58,6 +93,10 @@ class TrainConfig:
     max_steps: Optional[int] = None
     stop_at_step: Optional[int] = None  # pause here with a checkpoint; rerun to continue (schedule unchanged)
     init_from: Optional[str] = None  # a saved drafter folder to continue training from (fresh optimizer/schedule)
+    # Where the target's states come from: "cached" (the shards'), "on-the-fly" (a target
+    # forward inside every step, gumiho.train.states), "auto" (cached when the shards
+    # hold what the drafter reads, else on the fly).
+    features: str = "auto"
     loss: LossConfig = field(default_factory=LossConfig)
     drafter_overrides: dict = field(default_factory=dict)
 
@@ -163,8 +202,15 @@ def save_checkpoint(path: Path, drafter, optimizer, scheduler, step: int, extra:
     os.replace(tmp, path)  # a crash mid-save never damages the previous checkpoint
 
 
+def with_states(batch: dict, target_model, feature_layers) -> dict:
+    """``batch`` with the target's states computed from its tokens (on-the-fly training)."""
+    hidden, features = target_states(target_model, batch["ids"], batch["valid"], feature_layers)
+    return dict(batch, hidden=hidden, features=features)
+
+
 @torch.no_grad()
-def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device, sum_over_processes=None) -> dict:
+def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device, sum_over_processes=None,
+             target_model=None) -> dict:
     """Held-out per-position top-1 agreement with the target (with the true prefix),
     against the target's top token over its whole vocabulary (a token outside the
     draft vocabulary is a miss): an estimate of conditional acceptance at each
@@ -173,7 +219,8 @@ def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device, sum
 
     ``sum_over_processes`` (data parallel): sums a float64 tensor over the processes; each process
     then passes its own share of the held-out sequences, and every process gets the
-    report of all of them."""
+    report of all of them. ``target_model``: computes the target's states of sequences
+    that carry none (on-the-fly data)."""
     was = drafter.training
     drafter.eval()
     n_pos = drafter.cfg.max_depth
@@ -182,7 +229,11 @@ def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device, sum
     loss_sum, n_b = 0.0, 0
     for index in (tdata.batches(seqs, batch_tokens, seed=0, epoch=0) if seqs else []):
         batch = tdata.collate(seqs, index, device)
-        loss, info = draft_loss(drafter, batch, LossConfig(loss_cfg.ce_weight, loss_cfg.position_decay, 0.0),
+        if "hidden" not in batch:
+            if target_model is None:
+                raise GumihoError("these sequences carry no target states: pass the target model")
+            batch = with_states(batch, target_model, drafter.cfg.feature_layers)
+        loss, info = draft_loss(drafter, batch, dataclasses.replace(loss_cfg, noise=0.0),
                                 exact_top1=True)
         loss_sum += float(loss)
         n_b += 1
@@ -211,7 +262,8 @@ def initial_drafter(folder: str, expected: DrafterConfig) -> Drafter:
     drafter = Drafter.load(folder, device="cpu", dtype=torch.float32)
     have = drafter.cfg
     fields = ("kind", "hidden_size", "vocab_size", "serial_positions", "mlp_heads", "num_layers",
-              "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "mlp_blocks")
+              "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "mlp_blocks",
+              "feature_layers")
     differ = [f"{f}: {getattr(have, f)} there, {getattr(expected, f)} here" for f in fields
               if getattr(have, f) != getattr(expected, f)]
     if differ:
@@ -260,11 +312,13 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         log = lambda message: None  # noqa: E731 -- one process speaks for all
     torch.manual_seed(cfg.seed)
     started = time.time()
-    seqs = tdata.load_sequences(cfg.data, cfg.max_len)
-    log(f"{len(seqs)} sequences loaded in {time.time() - started:.1f} s")
-    train_seqs, eval_seqs = tdata.split(seqs, cfg.eval_fraction, cfg.seed)
-    hidden_size = seqs[0].hidden.shape[-1]
     dcfg = DrafterConfig.for_target(target_model.config, cfg.kind, target=target_name, **cfg.drafter_overrides)
+    seqs, on_the_fly = states_source(cfg, dcfg.feature_layers)
+    log(f"{len(seqs)} sequences loaded in {time.time() - started:.1f} s; target states "
+        + ("computed on the fly" if on_the_fly else "read from the shards")
+        + (f"; fused features of layers {list(dcfg.feature_layers)}" if dcfg.feature_layers else ""))
+    train_seqs, eval_seqs = tdata.split(seqs, cfg.eval_fraction, cfg.seed)
+    hidden_size = dcfg.hidden_size if on_the_fly else seqs[0].hidden.shape[-1]
     if dcfg.hidden_size != hidden_size:
         raise GumihoError(f"The shards hold hidden states of size {hidden_size} but the target's hidden size is "
                           f"{dcfg.hidden_size}: the data was made with another model.")
@@ -285,7 +339,7 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         torch.manual_seed(cfg.seed + 1_000_003 * (rank + 1))
     cover = tdata.coverage(eval_seqs or train_seqs, vocab_ids, dcfg.vocab_size)
     drafter.to(device)
-    target_model.to(device)
+    target_model.to(device).eval()
     drafter.attach_target(target_model)
     n_params = drafter.trainable_parameters()
     n_target = sum(p.numel() for p in target_model.parameters())
@@ -363,11 +417,15 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
                 # zero weight (every process must take part in every collective).
                 share = index[rank::world]
                 batch = tdata.collate(train_seqs, share or index[:1], device)
+                if on_the_fly:
+                    batch = with_states(batch, target_model, dcfg.feature_layers)
                 local = torch.cat([loss_token_counts(batch, n_pos), batch["valid"].sum().double().cpu()[None]])
                 whole = sum_over_processes(local * bool(share))
                 denominators, batch_tokens = whole[:n_pos].tolist(), int(whole[n_pos])
             else:
                 batch = tdata.collate(train_seqs, index, device)
+                if on_the_fly:
+                    batch = with_states(batch, target_model, dcfg.feature_layers)
                 batch_tokens = int(batch["valid"].sum())
             with acc.autocast():
                 loss, info = draft_loss(raw, batch, cfg.loss, denominators=denominators)
@@ -419,12 +477,14 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     bar.close()
     wall = wall_before + time.time() - t_start
     report = evaluate(raw, eval_seqs[rank::world], cfg.batch_tokens, cfg.loss, device,
-                      sum_over_processes) if eval_seqs else {}
+                      sum_over_processes, target_model) if eval_seqs else {}
     summary = {
         "kind": cfg.kind, "target": target_name, "steps": step, "total_steps": total_steps,
         "stopped_early": stopped_early, "wall_s": wall, "init_from": cfg.init_from, "mixed_precision": precision,
         "train_tokens_per_epoch": sum(len(s.ids) for s in train_seqs),
-        "tokens_seen": tokens_seen, "parameters": n_params, "target_parameters": n_target,
+        "tokens_seen": tokens_seen, "states": "on-the-fly" if on_the_fly else "cached",
+        "train_tokens_per_s": tokens_seen / max(wall, 1e-9), "feature_layers": dcfg.feature_layers,
+        "parameters": n_params, "target_parameters": n_target,
         "draft_vocab": len(vocab_ids), "draft_vocab_coverage": cover, "held_out": report,
         "config": {k: v for k, v in asdict(cfg).items() if k not in ("loss",)}, "loss_config": asdict(cfg.loss),
     }

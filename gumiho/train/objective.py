@@ -18,13 +18,24 @@ positions d = 1..S+M:
 Tokens fed along the chain are the real ones (teacher forcing: they are what an
 accepted path contains); hidden states fed along it are the drafter's own.
 
-Loss per position d (paper): SmoothL1(pred, h_{t+d}) + ce_weight * soft
-cross-entropy between the target's next-token distribution softmax(W h_{t+d})
-and the drafter's softmax(W pred), both over the draft vocabulary (FR-Spec: the
-frequent tokens only, which is what the drafter can propose anyway and keeps the
-49k-wide LM head off the CPU's critical path). Position weights decay
-geometrically: later positions are harder and matter less (they are only reached
-when all earlier ones were accepted).
+With fused target features (``feature_layers``), u1 reads fuse(f_t) in place of
+h_t, f_t being the target's states after those layers (gumiho.train.states); the
+later steps still feed the drafter's own H-wide outputs.
+
+Loss per position d:
+
+    reg_weight * SmoothL1(pred, h_{t+d})                       (feature regression)
+  + ce_weight  * CE(softmax(W h_{t+d}), softmax(W pred))        (soft labels)
+  + top1_weight * -log softmax(W pred)[argmax W h_{t+d}]        (the accepted token)
+
+all over the draft vocabulary (FR-Spec: the frequent tokens only, which is what the
+drafter can propose anyway, and keeps the 49k-wide LM head off the CPU's critical
+path). The paper's loss is reg 1, ce 0.1; EAGLE-3 drops the regression (ce only),
+which it credits with most of its gain: a regressed hidden state is only a means,
+the token the target picks is what verification checks. The top-1 term aims at
+greedy acceptance directly (the draft is accepted iff its top token is the
+target's). Position weights decay geometrically: later positions are harder and
+matter less (they are only reached when all earlier ones were accepted).
 """
 from __future__ import annotations
 
@@ -42,6 +53,8 @@ class LossConfig:
     ce_weight: float = 0.1
     position_decay: float = 0.8  # weight of draft position d is decay**(d-1)
     noise: float = 0.2  # uniform noise U(-noise/2, noise/2) * |h| scale added to input hidden states (paper)
+    reg_weight: float = 1.0  # SmoothL1 feature regression (0: cross-entropy only, EAGLE-3)
+    top1_weight: float = 0.0  # hard cross-entropy on the target's top token (greedy acceptance)
 
 
 def step_mask(L: int, n_prev_steps: int, device) -> torch.Tensor:
@@ -56,16 +69,17 @@ def step_mask(L: int, n_prev_steps: int, device) -> torch.Tensor:
     return torch.cat([causal] + [eye] * n_prev_steps, dim=1)[None, None]
 
 
-def draft_forward(drafter: Drafter, ids: torch.Tensor, hidden: torch.Tensor, noise: float = 0.0):
+def draft_forward(drafter: Drafter, ids: torch.Tensor, states: torch.Tensor, noise: float = 0.0):
     """Predicted hidden states for every anchor and draft position.
 
-    ids [B, L] long, hidden [B, L, H]. Returns a list over d = 1..S+M of
-    tensors [B, L, H]; entry [b, t] predicts h_{t+d} (garbage where t+d >= L,
-    masked by the loss)."""
+    ids [B, L] long; states [B, L, feature_width]: the target's final-norm hidden
+    states, or its fused feature layers' for a drafter with ``feature_layers``.
+    Returns a list over d = 1..S+M of tensors [B, L, H]; entry [b, t] predicts
+    h_{t+d} (garbage where t+d >= L, masked by the loss)."""
     cfg = drafter.cfg
-    B, L, H = hidden.shape
-    dev = hidden.device
-    h_in = hidden.to(drafter.fc.weight.dtype)
+    B, L = ids.shape
+    dev = states.device
+    h_in = states.to(drafter.fc.weight.dtype)
     if noise > 0 and drafter.training:
         h_in = h_in + (torch.rand_like(h_in) - 0.5) * noise
     # Token x_{t+k} for each anchor t (padded with 0 past the end; masked later).
@@ -73,7 +87,7 @@ def draft_forward(drafter: Drafter, ids: torch.Tensor, hidden: torch.Tensor, noi
         return F.pad(ids[:, k:], (0, k), value=0) if k < L else torch.zeros_like(ids)
 
     preds = []
-    u_prev = drafter.project(h_in, shifted(1))  # u1
+    u_prev = drafter.project_context(h_in, shifted(1))  # u1
     us = [u_prev]
     if cfg.serial_positions > 0:
         past = None
@@ -121,7 +135,8 @@ def _full_vocab_top(drafter: Drafter, hidden: torch.Tensor, rows: int = 256) -> 
 def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: bool = False,
                denominators: Sequence[float] | None = None):
     """Loss and per-position top-1 accuracy on a batch with keys ids [B,L],
-    hidden [B,L,H] (float), loss_mask [B,L] (1 = answer token), valid [B,L] (1 = not padding).
+    hidden [B,L,H] (float), loss_mask [B,L] (1 = answer token), valid [B,L] (1 = not padding),
+    and, for a drafter with fused features, features [B,L,k*H].
 
     The loss is sum_d w_d * mean_d / sum_d w_d over the positions d that carry loss,
     mean_d being the per-token loss of position d averaged over this batch's tokens.
@@ -139,7 +154,12 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
     held-out reports use this; it costs a full-vocabulary product per answer token)."""
     ids, hidden, loss_mask, valid = batch["ids"], batch["hidden"], batch["loss_mask"], batch["valid"]
     B, L, H = hidden.shape
-    preds = draft_forward(drafter, ids, hidden, loss_cfg.noise)
+    if drafter.cfg.feature_layers:
+        if batch.get("features") is None:
+            raise ValueError("this drafter reads fused target features: the batch needs 'features'")
+        preds = draft_forward(drafter, ids, batch["features"], loss_cfg.noise)
+    else:
+        preds = draft_forward(drafter, ids, hidden, loss_cfg.noise)
     hidden_f = hidden.float()
     w_draft = drafter._draft_head_weight.float()
     # The target's distribution at position j is the same label for every draft
@@ -180,10 +200,13 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
         p, tgt = p[sel], tgt[sel]
         rows = row_of[:, d:][sel]  # every selected target position is an answer position
         t_prob, t_top = t_prob_all[rows], t_top_all[rows]
-        reg = F.smooth_l1_loss(p, tgt, reduction="none").mean(-1)
         d_logp = (p @ w_draft.T).log_softmax(-1)
-        ce = -(t_prob * d_logp).sum(-1)
-        per = (reg + loss_cfg.ce_weight * ce).sum() / (n if denominators is None else denominators[d - 1])
+        per_token = loss_cfg.ce_weight * -(t_prob * d_logp).sum(-1)
+        if loss_cfg.reg_weight:
+            per_token = per_token + loss_cfg.reg_weight * F.smooth_l1_loss(p, tgt, reduction="none").mean(-1)
+        if loss_cfg.top1_weight:
+            per_token = per_token - loss_cfg.top1_weight * d_logp.gather(-1, t_top[:, None])[:, 0]
+        per = per_token.sum() / (n if denominators is None else denominators[d - 1])
         total = total + w * per
         if denominators is None:
             weight_sum += w

@@ -7,6 +7,15 @@ A shard is one safetensors file with four tensors:
 * ``loss_mask`` uint8 [N]   -- 1 on tokens the target generated, 0 on prompt/template tokens
 * ``hidden``    float16 [N, H] -- the target's last hidden state (after the final norm)
 
+and optionally
+
+* ``features``  float16 [N, k*H] -- the target's states after the layers named in the
+  shard's metadata ``feature_layers`` (JSON list), concatenated (gumiho.train.features:
+  the cache of fused target features).
+
+``hidden`` may be absent: a text-only shard (token ids and masks, about 5 bytes a
+token), whose states training computes on the fly (gumiho.train.states).
+
 Shards are written to a temporary name and then renamed, so a file called
 ``shard_XXXXX.safetensors`` is always complete; an interrupted run leaves at
 most a stray temporary file, which the next run deletes.
@@ -116,10 +125,38 @@ def shard_stats(path: Path) -> dict[str, int]:
 
 
 def iter_sequences(tensors: dict[str, torch.Tensor]):
-    """Yield ``(input_ids, loss_mask, hidden)`` for each sequence of a loaded shard."""
+    """Yield ``(input_ids, loss_mask, hidden)`` for each sequence of a loaded shard
+    (``hidden`` None in a text-only shard)."""
     off = tensors["offsets"].tolist()
+    hidden = tensors.get("hidden")
     for a, b in zip(off[:-1], off[1:]):
-        yield tensors["input_ids"][a:b], tensors["loss_mask"][a:b], tensors["hidden"][a:b]
+        yield tensors["input_ids"][a:b], tensors["loss_mask"][a:b], None if hidden is None else hidden[a:b]
+
+
+def shard_feature_layers(path: Path) -> tuple | None:
+    """The layers whose states the shard's ``features`` hold, or None when it has none."""
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+        if "features" not in f.keys():
+            return None
+    try:
+        return tuple(int(i) for i in json.loads(meta.get("feature_layers", "null")))
+    except (TypeError, ValueError):
+        raise ValueError(f"shard {Path(path).name} has features but no valid 'feature_layers' metadata") from None
+
+
+def write_feature_shard(path: Path, tensors: dict[str, torch.Tensor], feature_layers) -> None:
+    """``write_shard`` for a shard with ``features``: its layers go in the metadata."""
+    path = Path(path)
+    ensure_free_space(path.parent, _tensor_bytes(tensors) + 2**20)
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    try:
+        save_file(tensors, str(tmp), metadata={"format": "gumiho-distill-v1",
+                                               "feature_layers": json.dumps(list(feature_layers))})
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_manifest(out_dir: Path) -> dict | None:

@@ -1,0 +1,56 @@
+"""The target's states that drafter training reads, computed from token sequences.
+
+Training needs, at every position of a sequence, the target's final-norm hidden
+state h (the regression target and, through the LM head, the soft labels) and, for a
+drafter with fused features, the states after its ``feature_layers``. Both come
+out of one forward of the target's body with ``output_hidden_states``, whose entry l
+is the embedding output (l = 0), the output of decoder layer l, or, for l = N, the
+final-norm state: the numbering ``DrafterConfig.feature_layers`` uses.
+
+Two ways to get them, same function:
+
+* on the fly (``python -m gumiho.train --features on-the-fly``): the forward runs
+  inside every training step on the batch's right-padded token ids. Data is then
+  text (token ids and masks, a few bytes per token) and any layer set can be trained
+  from the same shards, at the price of a target forward per step;
+* cached (``python -m gumiho.train.features``): the same forward once, written to
+  shards beside the final states, read back at every epoch.
+
+Right padding changes nothing for real tokens: under the causal mask a token never
+attends to what comes after it, and position ids stay 0..n-1.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+
+def needed_layers(num_layers: int, feature_layers: Optional[Sequence[int]]) -> list[int]:
+    """The ``hidden_states`` entries a forward must hand back: the final-norm state
+    (entry N) and the feature layers."""
+    return sorted({num_layers, *(feature_layers or ())})
+
+
+@torch.no_grad()
+def target_states(model, ids: torch.Tensor, valid: torch.Tensor,
+                  feature_layers: Optional[Sequence[int]] = None) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """One forward of ``model``'s body over ``ids`` [B, L] (``valid`` [B, L]: 1 on real
+    tokens, right padding 0). Returns the final-norm hidden states [B, L, H] float32
+    and, with ``feature_layers``, the concatenated states of those layers
+    [B, L, k*H] float32 (in the order given), else None. Padding rows are zeros."""
+    body = model.model if hasattr(model, "model") else model.base_model
+    dev = next(body.parameters()).device
+    want_all = bool(feature_layers)
+    out = body(input_ids=ids.to(dev), attention_mask=valid.to(dev).long(), output_hidden_states=want_all,
+               use_cache=False)
+    keep = valid.to(dev)[..., None].float()
+    hidden = out.last_hidden_state.float() * keep
+    if not want_all:
+        return hidden, None
+    hs = out.hidden_states
+    n_layers = len(hs) - 1
+    if max(feature_layers) > n_layers:
+        raise ValueError(f"feature layer {max(feature_layers)} beyond the target's {n_layers} layers")
+    features = torch.cat([hs[i].float() for i in feature_layers], dim=-1) * keep
+    return hidden, features

@@ -1,0 +1,159 @@
+"""The recipe ablation: which training recipe makes the better Gumiho drafter, at an
+equal small budget. Four arms, all of kind gumiho, same data, same steps, same seed:
+
+    paper      the paper's loss (SmoothL1 regression + 0.1 soft cross-entropy), last layer
+    fused      + fused target features (layers 2, N/2, N-3), same loss
+    ce         + cross-entropy only (no regression), last layer
+    fused-ce   both
+
+(``--arms`` may add ``ce-top1``: cross-entropy only plus a hard top-1 term.)
+
+    python scripts/recipe_ablation.py train --data DIRS --out runs/ablation --max-steps 300
+    python scripts/recipe_ablation.py bench --out runs/ablation --limit 20
+    python scripts/recipe_ablation.py report --out runs/ablation
+
+``train`` runs ``python -m gumiho.train`` per arm (resumable: rerun to continue);
+``bench`` runs ``python -m gumiho.bench`` per arm on MT-Bench with the CPU tree and the
+paper's tree (records under OUT/bench/); ``report`` prints a markdown table: per-position
+held-out top-1 agreement (training's held-out split, the same for every arm) and
+MT-Bench tau with the difference to the ``paper`` arm and its paired 95% bootstrap
+interval over prompts (every arm decodes the same prompts to the same greedy text).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from compare_drafters import tau_difference  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ARMS = {
+    "paper": [],
+    "fused": ["--feature-layers", "default"],
+    "ce": ["--reg-weight", "0", "--ce-weight", "1"],
+    "fused-ce": ["--feature-layers", "default", "--reg-weight", "0", "--ce-weight", "1"],
+    "ce-top1": ["--reg-weight", "0", "--ce-weight", "1", "--top1-weight", "0.5"],
+}
+DEFAULT_ARMS = "paper,fused,ce,fused-ce"
+TREES = {
+    "cpu": [],  # TreeSettings.for_device("cpu")
+    "paper": ["--total-tokens", "63", "--depth", "7", "--top-k", "10", "--mlp-top-k", "5", "--mlp-keep", "35",
+              "--full-tree-tokens", "8"],
+}
+
+
+def arm_list(text: str) -> list[str]:
+    arms = [a.strip() for a in text.split(",") if a.strip()]
+    bad = [a for a in arms if a not in ARMS]
+    if bad:
+        raise SystemExit(f"unknown arm(s) {bad}; choose from {', '.join(ARMS)}")
+    return arms
+
+
+def train(args) -> None:
+    for arm in arm_list(args.arms):
+        cmd = [sys.executable, "-m", "gumiho.train", "--kind", "gumiho", "--data", args.data,
+               "--out", str(Path(args.out) / arm), "--max-steps", str(args.max_steps), "--epochs", "100",
+               "--batch-tokens", str(args.batch_tokens), "--lr", str(args.lr), "--warmup-steps", "20",
+               "--draft-vocab", "8192", "--checkpoint-every", "50", "--eval-fraction", "0.05",
+               "--seed", str(args.seed), "--features", "cached", *ARMS[arm]]
+        print("+", " ".join(cmd[1:]), flush=True)
+        subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+def bench(args) -> None:
+    out = Path(args.out) / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    for arm in arm_list(args.arms):
+        for tree in args.trees.split(","):
+            cmd = [sys.executable, "-m", "gumiho.bench", "--prompts", args.prompts, "--limit", str(args.limit),
+                   "--max-new-tokens", str(args.max_new_tokens), "--methods", "vanilla,gumiho",
+                   "--drafter", str(Path(args.out) / arm), *TREES[tree], "--out", str(out / f"{arm}.{tree}.json"),
+                   "--no-progress"]
+            print("+", " ".join(cmd[1:]), flush=True)
+            subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+def per_prompt(record: dict) -> dict:
+    """question id -> (new tokens, target forwards) of the gumiho method."""
+    return {p["question_id"]: (p["methods"]["gumiho"]["new_tokens"], p["methods"]["gumiho"]["target_forwards"])
+            for p in record["per_prompt"] if "gumiho" in p["methods"]}
+
+
+def report(args) -> str:
+    out = Path(args.out)
+    arms = [a for a in arm_list(args.arms) if (out / a / "training_summary.json").exists()]
+    lines = []
+    summaries = {a: json.loads((out / a / "training_summary.json").read_text()) for a in arms}
+    if summaries:
+        depth = max(len(s["held_out"].get("top1_by_position", [])) for s in summaries.values())
+        lines += ["Held-out top-1 agreement with the target by draft position (conditional, true prefix):", "",
+                  "| arm | steps | tokens seen | " + " | ".join(f"d={d}" for d in range(1, depth + 1))
+                  + " | tau estimate (chain) |",
+                  "|---|---|---|" + "---|" * depth + "---|"]
+        for a, s in summaries.items():
+            top1 = s["held_out"].get("top1_by_position", [])
+            lines.append(f"| {a} | {s['steps']} | {s['tokens_seen']:,} | " + " | ".join(f"{x:.3f}" for x in top1)
+                         + f" | {s['held_out'].get('tau_estimate', float('nan')):.2f} |")
+        lines.append("")
+    for tree in args.trees.split(","):
+        recs = {a: json.loads((out / "bench" / f"{a}.{tree}.json").read_text()) for a in arms
+                if (out / "bench" / f"{a}.{tree}.json").exists()}
+        if not recs:
+            continue
+        lines += [f"MT-Bench, {tree} tree: tau and the difference to `paper` (paired 95% bootstrap interval over "
+                  f"prompts)", "", "| arm | prompts | tau | acceptance at d=1..5 | vs paper | lossless |",
+                  "|---|---|---|---|---|---|"]
+        base = per_prompt(recs["paper"]) if "paper" in recs else None
+        for a, rec in recs.items():
+            m = rec["methods"]["gumiho"]
+            acc = " ".join(f"{x:.2f}" for x in m.get("acceptance_by_position", [])[:5])
+            diff = ""
+            if base is not None and a != "paper":
+                mine = per_prompt(rec)
+                rows = [(*mine[q], *base[q]) for q in mine if q in base]
+                d, lo, hi = tau_difference(rows)
+                diff = f"{d:+.3f} ({lo:+.3f} to {hi:+.3f})"
+            lossless = rec.get("lossless")
+            lines.append(f"| {a} | {len(rec['per_prompt'])} | {m['tau']:.3f} | {acc} | {diff} | {lossless} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("train", "bench", "report"):
+        s = sub.add_parser(name)
+        s.add_argument("--out", required=True)
+        s.add_argument("--arms", default=DEFAULT_ARMS)
+        if name == "train":
+            s.add_argument("--data", required=True, help="shards with cached fused features (gumiho.train.features)")
+            s.add_argument("--max-steps", type=int, default=300)
+            s.add_argument("--batch-tokens", type=int, default=2048)
+            s.add_argument("--lr", type=float, default=8e-4)
+            s.add_argument("--seed", type=int, default=0)
+        else:
+            s.add_argument("--trees", default="cpu,paper")
+        if name == "bench":
+            s.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
+            s.add_argument("--limit", type=int, default=20)
+            s.add_argument("--max-new-tokens", type=int, default=64)
+    args = p.parse_args(argv)
+    if args.cmd == "train":
+        train(args)
+    elif args.cmd == "bench":
+        bench(args)
+    else:
+        print(report(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

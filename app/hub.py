@@ -218,7 +218,8 @@ class ModelHub:
 
     def drafter_choices(self) -> list[tuple[str, str]]:
         """The Gumiho drafter always (random until a trained one ships), the
-        all-serial and all-parallel ablations once they are shipped."""
+        all-serial and all-parallel ablations and the EAGLE-2 baseline once they
+        are shipped."""
         shipped = self.shipped_kinds()
         out = []
         for k in DRAFTER_KINDS:

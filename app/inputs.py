@@ -12,11 +12,14 @@ import torch
 
 from gumiho import GenerationSettings, GumihoError, TreeSettings
 
-DRAFTER_KINDS = ("gumiho", "serial", "parallel")
+# The app offers a kind other than Gumiho only once its trained drafter ships
+# (Hub.drafter_choices), so eagle stays off the menu until its folder exists.
+DRAFTER_KINDS = ("gumiho", "serial", "parallel", "eagle")
 DRAFTER_LABELS = {
     "gumiho": "Gumiho (2 serial + 5 MLP)",
     "serial": "All-serial (EAGLE-like)",
     "parallel": "All-parallel (Medusa-like)",
+    "eagle": "EAGLE-2 (one layer, all serial)",
 }
 
 

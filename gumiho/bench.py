@@ -35,9 +35,13 @@ from .models import (DEFAULT_TARGET, DEFAULT_TARGET_LABEL, DRAFTER_DTYPES, Targe
 from .tree import TreeSettings
 from .verifycost import tokens_needed, verify_cost_for
 
-SPECULATIVE_METHODS = ("gumiho", "serial", "parallel")
+# eagle: the one-layer all-serial EAGLE-2 baseline the paper compares Gumiho with.
+SPECULATIVE_METHODS = ("gumiho", "serial", "parallel", "eagle")
 METHODS = ("vanilla",) + SPECULATIVE_METHODS
-TABLE_POSITIONS = 7  # acceptance columns shown in the table (all three drafter kinds reach 7)
+# The drafter folder flag of each speculative method.
+DRAFTER_FLAGS = {"gumiho": "--drafter", "serial": "--serial-drafter", "parallel": "--parallel-drafter",
+                 "eagle": "--eagle-drafter"}
+TABLE_POSITIONS = 7  # acceptance columns shown in the table (every drafter kind reaches 7)
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPT_FORMAT = '{"question_id": ..., "category": "...", "turns": ["first user message", ...]}'
 
@@ -481,8 +485,9 @@ def _number(s: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m gumiho.bench",
-        description="Benchmark vanilla vs speculative decoding (Gumiho and its all-serial / all-parallel "
-                    "ablations) on the same prompts in one process, interleaved per prompt.")
+        description="Benchmark vanilla vs speculative decoding (Gumiho, its all-serial / all-parallel "
+                    "ablations and the one-layer EAGLE-2 baseline) on the same prompts in one process, "
+                    "interleaved per prompt.")
     p.add_argument("--prompts", required=True, metavar="FILE.jsonl",
                    help='prompt file, one {"question_id", "category", "turns": [...]} object a line; '
                         "the first turn is the prompt")
@@ -502,6 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="drafter folder for the gumiho method (default: the shipped one)")
     p.add_argument("--serial-drafter", default=None, metavar="PATH", help="drafter folder for the serial method")
     p.add_argument("--parallel-drafter", default=None, metavar="PATH", help="drafter folder for the parallel method")
+    p.add_argument("--eagle-drafter", default=None, metavar="PATH", help="drafter folder for the eagle method")
     p.add_argument("--out", default=None, metavar="FILE.json", help="write the results as JSON")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="auto", help="auto (default: fp32 on CPU, fp16 on CUDA), fp32, fp16, bf16")
@@ -576,14 +582,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         prompts = load_prompts(args.prompts, args.limit, spread=not args.first_n)  # before any model: fail fast
         if "vanilla" not in methods:
             warn("vanilla is not among the methods: no speedup and no lossless check will be reported.")
-        for kind, flag in (("gumiho", "--drafter"), ("serial", "--serial-drafter"),
-                           ("parallel", "--parallel-drafter")):
-            if getattr(args, flag[2:].replace("-", "_")) and kind not in methods:
+        drafter_paths = {kind: getattr(args, flag[2:].replace("-", "_")) for kind, flag in DRAFTER_FLAGS.items()}
+        for kind, flag in DRAFTER_FLAGS.items():
+            if drafter_paths[kind] and kind not in methods:
                 warn(f"{flag} was given but the {kind} method is not in --methods; it is not used.")
         if args.threads:
             torch.set_num_threads(args.threads)
-        model_arg, drafter_paths = args.model, {"gumiho": args.drafter, "serial": args.serial_drafter,
-                                                "parallel": args.parallel_drafter}
+        model_arg = args.model
         entry = registry_lookup(model_arg)
         pair_tree = None
         if entry:

@@ -7,6 +7,7 @@
         path, bonus = accept(tree, logits)
         cache keeps the root and the accepted path
         drafter context grows by the accepted positions' real hidden states
+            (a fused drafter's: the states of its layers, from the same forward)
         emit path tokens + bonus                                     (step 1, 2, ...)
 
 With no drafter the tree is the root alone and this is plain token-by-token
@@ -134,11 +135,14 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
     t0 = time.perf_counter()
     session = drafter.new_session() if drafter is not None else None
     cfg = drafter.cfg if drafter is not None else None
+    # A fused drafter reads several of the target's layers: every target forward hands
+    # them over (hooked out of that same forward); otherwise the final-norm states.
+    features = getattr(cfg, "feature_layers", None)
     with torch.inference_mode():
         cache = new_cache()
         ids = torch.tensor([prompt_ids], dtype=torch.long, device=dev)
         pos = torch.arange(n_prompt, device=dev)[None]
-        hidden, logits = target.forward(ids, pos, None, cache, last_logits_only=True)
+        hidden, logits = target.forward(ids, pos, None, cache, last_logits_only=True, feature_layers=features)
         first = choose(logits[-1])
         produced = 0
         toks, reason = cut([first])
@@ -172,10 +176,11 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
             td = time.perf_counter()
             if len(tree) == 1:
                 ids = torch.tensor([[last]], device=dev)
-                hidden, logits = target.forward(ids, torch.tensor([[past]], device=dev), None, cache)
+                hidden, logits = target.forward(ids, torch.tensor([[past]], device=dev), None, cache,
+                                                feature_layers=features)
             else:
                 ids, pos, mask = verify_inputs(tree, past, dev, target.dtype)
-                hidden, logits = target.forward(ids, pos, mask, cache)
+                hidden, logits = target.forward(ids, pos, mask, cache, feature_layers=features)
             children = tree.children()
             if greedy:
                 acc = accept_greedy(tree, logits, children=children)

@@ -37,11 +37,13 @@ class DraftSession:
         return None if self._kv is None else [g.context() for g in self._kv]
 
     @torch.no_grad()
-    def extend(self, hidden: torch.Tensor, next_ids: torch.Tensor):
-        """Add positions whose target hidden states are ``hidden`` [T, H] and whose
-        following tokens are ``next_ids`` [T] (pairs (h_i, x_{i+1}))."""
+    def extend(self, states: torch.Tensor, next_ids: torch.Tensor):
+        """Add positions whose target states are ``states`` and whose following tokens
+        are ``next_ids`` [T] (pairs (h_i, x_{i+1})). ``states`` is what the target's
+        forward hands over for the drafter's ``feature_layers`` (Target.forward): the
+        final-norm hidden states [T, H], or a fused drafter's layers [T, k*H]."""
         d = self.drafter
-        u = d.project(hidden[None], next_ids[None].to(hidden.device))  # [1, T, H]
+        u = d.project_context(states[None], next_ids[None].to(states.device))  # [1, T, H]
         self.last_input = u[0, -1]
         if self.cfg.num_layers == 0 or self.cfg.serial_positions == 0:
             self.length += u.shape[1]

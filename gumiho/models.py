@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -74,6 +75,61 @@ def _cache_keyword(model_class) -> str:
     return kw
 
 
+def forward_with_features(base, inputs: dict, layers) -> tuple:
+    """``base(**inputs)`` (a model's body: embeddings, decoder layers, final norm) and
+    the states after ``layers`` in transformers' ``hidden_states`` numbering (0: the
+    embedding output, which is the first decoder layer's input; l: the output of
+    decoder layer l; N, the number of layers: the final-norm state), concatenated in
+    the order given [B, T, k*H].
+
+    They are read by forward hooks on just the layers concerned, set for this forward
+    and removed after it. ``output_hidden_states`` hands back the same tensors (in
+    transformers 5 it records them with hooks too), but it hooks every decoder layer
+    and attention of the model for good, so that every later forward, vanilla ones
+    included, runs through them. A hook records only on the thread that set it: a
+    forward of another thread in between is not mixed in. A body without a ``layers``
+    list falls back to ``output_hidden_states=True``."""
+    blocks = getattr(base, "layers", None)
+    if not isinstance(blocks, torch.nn.ModuleList) or not len(blocks):
+        out = base(**inputs, output_hidden_states=True)
+        states = out.hidden_states
+        if max(layers) >= len(states):
+            raise GumihoError(f"The drafter reads the target's layers {list(layers)}, but the target has only "
+                              f"{len(states) - 1} layers.")
+        return out, torch.cat([states[i] for i in layers], dim=-1)
+    n = len(blocks)
+    if max(layers) > n:
+        raise GumihoError(f"The drafter reads the target's layers {list(layers)}, but the target has only {n} layers.")
+    owner = threading.get_ident()
+    got: dict = {}
+
+    def record_input(layer):  # entry 0: what goes into the first decoder layer
+        def hook(module, args, kwargs):
+            if threading.get_ident() == owner:
+                got[layer] = args[0] if args else kwargs["hidden_states"]
+        return hook
+
+    def record_output(layer):  # entry l: what comes out of decoder layer l
+        def hook(module, args, output):
+            if threading.get_ident() == owner:
+                got[layer] = output[0] if isinstance(output, tuple) else output
+        return hook
+
+    handles = []
+    try:
+        for i in set(layers):
+            if i == 0:
+                handles.append(blocks[0].register_forward_pre_hook(record_input(i), with_kwargs=True))
+            elif i < n:
+                handles.append(blocks[i - 1].register_forward_hook(record_output(i)))
+        out = base(**inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    got[n] = out.last_hidden_state  # entry N: after the final norm, not the last layer's raw output
+    return out, torch.cat([got[i] for i in layers], dim=-1)
+
+
 @dataclass
 class Target:
     """A target model ready for decoding: the HF model, its tokenizer, and what the
@@ -112,20 +168,31 @@ class Target:
         cfg = getattr(cfg, "get_text_config", lambda: cfg)()
         return int(getattr(cfg, "max_position_embeddings", None) or 2048)
 
-    def forward(self, ids, positions, mask, cache, last_logits_only: bool = False):
+    def forward(self, ids, positions, mask, cache, last_logits_only: bool = False,
+                feature_layers: Optional[tuple] = None):
         """One target forward. Returns the last hidden states [T, H] (after the final
         norm: what the LM head reads, and what the drafter is conditioned on) and the
         logits [T, V], or with ``last_logits_only`` those of the last position alone
         [1, V]. The prompt's prefill needs only that row (the first new token), while
         the drafter needs every hidden state: the LM head over a whole prompt is about
         15% of a long prefill on a CPU and a [T, V] float32 tensor (150 MB for 800
-        tokens of a 49k vocabulary)."""
+        tokens of a 49k vocabulary).
+
+        ``feature_layers`` (a fused drafter's ``cfg.feature_layers``, in transformers'
+        ``hidden_states`` numbering): the first value returned is then what that drafter
+        reads instead, the states after those layers concatenated in the order given
+        [T, k*H], taken from this same forward (see :func:`forward_with_features`)."""
         base = self.model.base_model
         cache_kw = _cache_keyword(type(base))
-        out = base(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True, **{cache_kw: cache})
+        inputs = dict(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True, **{cache_kw: cache})
+        if feature_layers:
+            out, states = forward_with_features(base, inputs, feature_layers)
+        else:
+            out = base(**inputs)
         hidden = out.last_hidden_state[0]
         head = self.model.get_output_embeddings()
-        return hidden, head(hidden[-1:] if last_logits_only else hidden)
+        logits = head(hidden[-1:] if last_logits_only else hidden)
+        return (states[0] if feature_layers else hidden), logits
 
     def encode(self, prompt: Union[str, list, None], chat: bool = True) -> list[int]:
         """Token ids of a prompt. A string goes through the target's own chat template

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional
 
+from .drafter import DRAFTER_KINDS
 from .errors import GumihoError
 from .models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, load_drafter, shipped_drafter_path
 from .tree import TreeSettings
@@ -55,9 +56,21 @@ def _official(short: str, target: str, label: str) -> Pair:
     return Pair(f"amd/Gumiho-{short}", target, f"amd/Gumiho-{short}", True, label, OFFICIAL_TREE)
 
 
+# Kinds whose shipped drafter is listed whether or not its folder is there (a partial
+# copy of the repository gets a clear "not installed"); the others, such as the
+# EAGLE-2 baseline (eagle), only once their folder exists.
+SHIPPED_KINDS = ("gumiho", "serial", "parallel")
+OPTIONAL_SHIPPED_KINDS = tuple(k for k in DRAFTER_KINDS if k not in SHIPPED_KINDS)
+
+
+def shipped_kinds() -> tuple:
+    """The kinds of the default target's drafters a pair is listed for."""
+    return SHIPPED_KINDS + tuple(k for k in OPTIONAL_SHIPPED_KINDS if shipped_drafter_path(k))
+
+
 PAIRS: dict[str, Pair] = {p.name: p for p in [
     *[Pair(f"smollm2-135m-{kind}", DEFAULT_TARGET, kind, False, f"{DEFAULT_TARGET_LABEL} + shipped {kind} drafter")
-      for kind in ("gumiho", "serial", "parallel")],
+      for kind in shipped_kinds()],
     _official("vicuna-7b", "lmsys/vicuna-7b-v1.3", "Vicuna 7B v1.3 + Gumiho (paper)"),
     _official("vicuna-13b", "lmsys/vicuna-13b-v1.3", "Vicuna 13B v1.3 + Gumiho (paper)"),
     _official("llama2-7b", "meta-llama/Llama-2-7b-chat-hf", "Llama-2-chat 7B + Gumiho (paper)"),
@@ -104,12 +117,12 @@ def resolve(name: Optional[str] = None, device=None) -> Resolved:
 def lookup(name: Optional[str]) -> Optional[dict]:
     """For gumiho.bench's ``--model``/``--drafter``: ``{"model", "drafters", "tree"}`` of
     a named pair, or None when the name is not one (it is then a hub id or a path).
-    The drafters map a method (gumiho/serial/parallel) to what load_drafter reads."""
+    The drafters map a method (gumiho/serial/parallel/eagle) to what load_drafter reads."""
     pair = get(name)
     if pair is None:
         return None
     if pair.official:
         drafters = {"gumiho": pair.drafter}
     else:
-        drafters = {k: p for k in ("gumiho", "serial", "parallel") if (p := shipped_drafter_path(k))}
+        drafters = {k: p for k in DRAFTER_KINDS if (p := shipped_drafter_path(k))}
     return {"model": pair.target, "drafters": drafters, "tree": pair.tree_settings() if pair.tree else None}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 SET_NAMES = {"mt_bench": "MT-Bench", "humaneval": "HumanEval", "gsm8k": "GSM8K", "alpaca": "Alpaca",
              "qa": "Natural Questions", "sum": "CNN/DM"}
-METHOD_ORDER = ["vanilla", "gumiho", "serial", "parallel"]
+METHOD_ORDER = ["vanilla", "gumiho", "serial", "parallel", "eagle"]  # a record may lack any but vanilla
 
 
 def load(paths):
@@ -49,7 +49,13 @@ def table(runs, depth=7) -> str:
 def wins(runs) -> str:
     n = sum(1 for _, _, rec in runs if all(k in rec["methods"] for k in ("gumiho", "serial", "parallel"))
             and rec["methods"]["gumiho"]["tau"] > max(rec["methods"]["serial"]["tau"], rec["methods"]["parallel"]["tau"]))
-    return f"Gumiho's tau is above both ablations on {n} of {len(runs)} sets."
+    text = f"Gumiho's tau is above both ablations on {n} of {len(runs)} sets."
+    # The EAGLE-2 baseline, on the sets that ran it (older records did not).
+    both = [rec["methods"] for _, _, rec in runs if "gumiho" in rec["methods"] and "eagle" in rec["methods"]]
+    if both:
+        above = sum(m["gumiho"]["tau"] > m["eagle"]["tau"] for m in both)
+        text += f" It is above the one-layer EAGLE-2 baseline's (eagle) on {above} of the {len(both)} sets that ran it."
+    return text
 
 
 def figure(runs, html_path: Path, png_path: Path) -> bool:
@@ -59,8 +65,8 @@ def figure(runs, html_path: Path, png_path: Path) -> bool:
     fig = make_subplots(rows=1, cols=2, subplot_titles=(
         "Acceptance at position d (share of verify steps with accepted length >= d)",
         "Conditional acceptance at d (given d-1 was accepted)"))
-    colours = {"gumiho": "#d9480f", "serial": "#1c7ed6", "parallel": "#2b8a3e"}
-    for m in ("gumiho", "serial", "parallel"):
+    colours = {"gumiho": "#d9480f", "serial": "#1c7ed6", "parallel": "#2b8a3e", "eagle": "#7048e8"}
+    for m in METHOD_ORDER[1:]:
         un, co = [], []
         for _, _, rec in runs:
             if m in rec["methods"]:

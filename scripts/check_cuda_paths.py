@@ -1,7 +1,8 @@
 """A quick check, on a GPU, of every code path the CPU test suite cannot reach:
 CUDA distillation (batched generate and the batched hidden-state pass), training
-of the three drafter kinds in bf16 autocast with a pause and a resume, and
-speculative decoding on the GPU tree against vanilla decoding.
+of every drafter kind in bf16 autocast with a pause and a resume, and
+speculative decoding on the GPU tree against vanilla decoding (also with a drafter
+reading fused target features, the target's layers handed over from its forwards).
 
 It uses a tiny random-weight Llama with the real SmolLM2 chat tokenizer, so it runs
 in well under a minute and needs no model download. Exit status 1 if a check fails.
@@ -23,7 +24,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 import torch  # noqa: E402
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
-KINDS = ("gumiho", "serial", "parallel")
+KINDS = ("gumiho", "serial", "parallel", "eagle")
 
 
 def load_tokenizer(folder: str | None):
@@ -89,7 +90,7 @@ def check_training(model, tok, work: str) -> None:
 def check_decoding(model, tok, work: str, device) -> bool:
     """Speculative output must equal vanilla output, with each trained drafter (which
     accept little) and with an oracle drafter that makes long accepted paths."""
-    from gumiho import Drafter, GenerationSettings, stream
+    from gumiho import Drafter, DrafterConfig, GenerationSettings, stream
     from gumiho.models import prepare_target
     from helpers import OracleDrafter
 
@@ -98,7 +99,12 @@ def check_decoding(model, tok, work: str, device) -> bool:
     ok = True
     drafters = {k: Drafter.load(os.path.join(work, k), device=device, dtype=torch.float32).attach_target(model)
                 for k in KINDS}
-    for name in (*KINDS, "oracle"):
+    # Random weights, reading the embedding output and both layers: what matters here is
+    # that the layers' states come out of the target's CUDA forwards into the drafter.
+    torch.manual_seed(0)
+    drafters["fused"] = Drafter(DrafterConfig.for_target(model.config, "gumiho", feature_layers=(0, 1, 2))).to(
+        device).eval().attach_target(model)
+    for name in (*drafters, "oracle"):
         same, accepted, steps_n = 0, 0, 0
         for i in range(6):
             prompt = tok(f"{WORDS[i]} {WORDS[i + 1]} question", add_special_tokens=False)["input_ids"]

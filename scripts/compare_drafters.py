@@ -36,6 +36,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchmark_report import load  # noqa: E402  (records in table order, with their set names)
 
+# What --method is compared with by default: the two ablations, and the one-layer
+# EAGLE-2 baseline where every record ran it (records from before it have none).
+DEFAULT_AGAINST = ("serial", "parallel")
+OPTIONAL_AGAINST = ("eagle",)
+
+
+def default_against(paths, method: str = "gumiho") -> tuple:
+    """DEFAULT_AGAINST, plus those of OPTIONAL_AGAINST that every record of ``paths``
+    holds, less ``method`` itself."""
+    records = [rec for _, _, rec in load(paths)]
+    extra = tuple(m for m in OPTIONAL_AGAINST if records and all(m in rec["methods"] for rec in records))
+    return tuple(m for m in DEFAULT_AGAINST + extra if m != method)
+
 
 def paired_counts(record: dict, a: str, b: str) -> list[tuple[int, int, int, int]]:
     """(new tokens of a, forwards of a, new tokens of b, forwards of b) per prompt that
@@ -76,7 +89,9 @@ def speedup_interval(rows, resamples: int = 10000, seed: int = 0):
     return bootstrap(rows, lambda sample: sum(r[0] for r in sample) / sum(r[1] for r in sample), resamples, seed)
 
 
-def speedups(paths, methods=("gumiho", "serial", "parallel"), resamples: int = 10000) -> str:
+def speedups(paths, methods=None, resamples: int = 10000) -> str:
+    """Each method's speedup table (default: gumiho and default_against's methods)."""
+    methods = methods or ("gumiho", *default_against(paths))
     lines = ["| set | prompts | " + " | ".join(f"{m} speedup (95% interval)" for m in methods) + " |",
              "|" + "---|" * (2 + len(methods))]
     for name, stem, record in load(paths):
@@ -94,7 +109,9 @@ def speedups(paths, methods=("gumiho", "serial", "parallel"), resamples: int = 1
     return "\n".join(lines)
 
 
-def compare(paths, method: str = "gumiho", others=("serial", "parallel"), resamples: int = 10000) -> str:
+def compare(paths, method: str = "gumiho", others=None, resamples: int = 10000) -> str:
+    """The paired tau comparison of ``method`` with ``others`` (default: default_against's)."""
+    others = others or default_against(paths, method)
     lines = [f"| set | prompts | {method} tau | " + " | ".join(
         f"{o} tau | {method} - {o} (95% interval)" for o in others) + " |",
         "|" + "---|" * (3 + 2 * len(others))]
@@ -128,7 +145,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("records", nargs="+", help="bench JSON files (python -m gumiho.bench --out)")
     ap.add_argument("--method", default="gumiho", help="the drafter to test (default gumiho)")
-    ap.add_argument("--against", default="serial,parallel", help="comma-separated methods to compare with")
+    ap.add_argument("--against", default=None,
+                    help="comma-separated methods to compare with (default: serial,parallel, and eagle where every "
+                         "record ran it)")
     ap.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples (default 10000)")
     ap.add_argument("--speedup", action="store_true",
                     help="instead: each method's speedup over vanilla with its 95%% interval (timed records)")
@@ -138,7 +157,8 @@ def main(argv=None):
     missing = [p for p in args.records if not Path(p).is_file()]
     if missing:
         ap.error(f"no such file: {', '.join(missing)}")
-    against = tuple(a for a in args.against.split(",") if a.strip())
+    against = (tuple(a.strip() for a in args.against.split(",") if a.strip()) if args.against is not None
+               else default_against(args.records, args.method))
     if not against or args.method in against:
         ap.error("--against must name at least one method other than --method")
     if args.speedup:

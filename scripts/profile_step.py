@@ -37,6 +37,13 @@ break-even figure into the speedup these steps would give. Every prompt runs
 counts (what a bigger tree would cost); ``--ops N`` lists where the time of a
 one-token forward and of a verify forward goes, operation by operation.
 
+``--feature-layers default`` (or ``2,15,27``) gives the random drafter fused target
+features (EAGLE-3), so the steps above are a fused drafter's, and times the target's
+forwards (over one token, and over the tree) with and without handing those layers'
+states over, interleaved:
+
+    python scripts/profile_step.py --threads 2 --prefill-tokens 0 --feature-layers default
+
 Run it as the bench runs (no OMP_WAIT_POLICY=PASSIVE: with it, every small
 operation of a two-thread step pays for waking the second thread).
 """
@@ -60,10 +67,12 @@ PROMPT = ("Explain in a few short paragraphs why the sky is blue during the day 
 PARTS = ("draft", "inputs", "forward", "accept", "cache", "extend", "events")
 
 
-def make_drafter(g, target, kind="gumiho", draft_vocab=8192, seed=0):
-    """A random-weight drafter of package ``g`` with a restricted draft vocabulary."""
+def make_drafter(g, target, kind="gumiho", draft_vocab=8192, seed=0, feature_layers=None):
+    """A random-weight drafter of package ``g`` with a restricted draft vocabulary
+    (reading the target's ``feature_layers``, fused, where given)."""
     torch.manual_seed(seed)
-    drafter = g.Drafter(g.DrafterConfig.for_target(target.config, kind)).eval().attach_target(target.model)
+    fused = {"feature_layers": feature_layers} if feature_layers else {}  # older packages have no such field
+    drafter = g.Drafter(g.DrafterConfig.for_target(target.config, kind, **fused)).eval().attach_target(target.model)
     with torch.no_grad():  # wake the zero-initialised residual blocks so every head really computes
         for head in drafter.heads:
             for block in head:
@@ -80,12 +89,21 @@ def _new_cache(g):
     return factory() if factory is not None else DynamicCache()
 
 
+def features_kw(drafter) -> dict:
+    """The keyword that makes a target forward hand over what ``drafter`` reads, as
+    the decode loop asks for it: its fused layers' states, if it has any (none for
+    drafters of packages older than fused features)."""
+    layers = getattr(drafter.cfg, "feature_layers", None)
+    return {"feature_layers": layers} if layers else {}
+
+
 def after_prompt(g, target, drafter, prompt_ids):
     """The state after the prompt's prefill: the target's cache, a drafting session
     that has read the prompt, and the first token (greedy). Call in inference mode."""
     cache = _new_cache(g)
     n = len(prompt_ids)
-    hidden, logits = target.forward(torch.tensor([prompt_ids]), torch.arange(n)[None], None, cache)
+    hidden, logits = target.forward(torch.tensor([prompt_ids]), torch.arange(n)[None], None, cache,
+                                    **features_kw(drafter))
     last = int(logits[-1].argmax())
     session = drafter.new_session()
     session.extend(hidden, torch.tensor(prompt_ids[1:] + [last]))
@@ -102,6 +120,7 @@ def spec_steps(g, target, drafter, prompt_ids, steps, settings, added=None):
     times = {p: [] for p in PARTS}
     sizes = []
     clock = time.perf_counter
+    fused = features_kw(drafter)
     with torch.inference_mode():
         cache, session, last = after_prompt(g, target, drafter, prompt_ids)
         past = len(prompt_ids)
@@ -111,7 +130,7 @@ def spec_steps(g, target, drafter, prompt_ids, steps, settings, added=None):
             t1 = clock()
             ids, pos, mask = tr.verify_inputs(tree, past, target.device, target.dtype)
             t2 = clock()
-            hidden, logits = target.forward(ids, pos, mask, cache)
+            hidden, logits = target.forward(ids, pos, mask, cache, **fused)
             t3 = clock()
             acc = ve.accept_greedy(tree, logits)
             t4 = clock()
@@ -203,20 +222,42 @@ def verify_times(g, target, drafter, prompt_ids, settings, sizes, rounds=15):
     """Median seconds of a target forward over a tree of each node count in ``sizes``
     (root included; 1 = a one-token forward), the trees the drafter proposes after the
     prompt with a budget of that many nodes, the sizes interleaved round by round."""
-    kv = import_module(g.__name__ + ".kvcache")
     n_prompt = len(prompt_ids)
-    out = {n: [] for n in sizes}
     with torch.inference_mode():
         cache, session, last = after_prompt(g, target, drafter, prompt_ids)
-        inputs = {n: forward_inputs(g, target, session, last, n_prompt, None if n == 1 else dataclasses.replace(
-            settings, total_tokens=n - 1, full_tree=False, full_tree_tokens=0)) for n in sizes}
-        for _ in range(rounds):
-            for n in sizes:
-                t0 = time.perf_counter()
-                target.forward(*inputs[n], cache)
-                out[n].append(time.perf_counter() - t0)
-                kv.keep_tree_entries(cache, n_prompt, [])  # back to the prompt's cache
-    return {n: statistics.median(v) for n, v in out.items()}
+        calls = {n: (forward_inputs(g, target, session, last, n_prompt, None if n == 1 else dataclasses.replace(
+            settings, total_tokens=n - 1, full_tree=False, full_tree_tokens=0)), {}) for n in sizes}
+        return forward_medians(g, target, cache, n_prompt, calls, rounds)
+
+
+def feature_times(g, target, drafter, prompt_ids, settings, layers, rounds=30):
+    """Median seconds of a one-token target forward and of one over the tree the
+    drafter proposes after the prompt, each plain and handing over the states of
+    ``layers`` (a fused drafter's: Target.forward(feature_layers=...)), interleaved:
+    {(name, fused): seconds} with name "one" or "tree", and the tree's size."""
+    n_prompt = len(prompt_ids)
+    with torch.inference_mode():
+        cache, session, last = after_prompt(g, target, drafter, prompt_ids)
+        inputs = {"one": forward_inputs(g, target, session, last, n_prompt),
+                  "tree": forward_inputs(g, target, session, last, n_prompt, settings)}
+        calls = {(name, fused): (args, {"feature_layers": layers} if fused else {})
+                 for name, args in inputs.items() for fused in (False, True)}
+        return forward_medians(g, target, cache, n_prompt, calls, rounds), inputs["tree"][0].shape[1]
+
+
+def forward_medians(g, target, cache, n_prompt, calls, rounds):
+    """Median seconds of each target forward of ``calls`` ({key: ((ids, positions,
+    mask), keywords)}) after a cache of the ``n_prompt`` prompt tokens, the calls
+    interleaved round by round, the cache cut back to the prompt after each."""
+    kv = import_module(g.__name__ + ".kvcache")
+    out = {key: [] for key in calls}
+    for _ in range(rounds):
+        for key, (args, kw) in calls.items():
+            t0 = time.perf_counter()
+            target.forward(*args, cache, **kw)
+            out[key].append(time.perf_counter() - t0)
+            kv.keep_tree_entries(cache, n_prompt, [])  # back to the prompt's cache
+    return {key: statistics.median(v) for key, v in out.items()}
 
 
 def print_op_times(times, tree_size, top):
@@ -250,7 +291,7 @@ def load_drafters(g, target, args, pick):
         if args.drafter:
             drafters[name] = g.load_drafter(args.drafter, target, dtype=name)
         else:
-            drafter = make_drafter(g, target, args.kind)
+            drafter = make_drafter(g, target, args.kind, feature_layers=args.feature_layers)
             drafters[name] = drafter.to(pick(target, name)) if pick else drafter
     return drafters
 
@@ -269,8 +310,11 @@ def main():
     ap.add_argument("--steps", type=int, default=40, help="steps per prompt and round")
     ap.add_argument("--rounds", type=int, default=3, help="alternating speculative/vanilla rounds")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
-    ap.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel"],
+    ap.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel", "eagle"],
                     help="the random drafter's kind (without --drafter)")
+    ap.add_argument("--feature-layers", default=None, metavar="none|default|L1,L2,...",
+                    help="the random drafter reads these target layers, fused (EAGLE-3; 'default': 2, N/2, N-3 of "
+                         "N), and the target's forwards are also timed with and without handing them over")
     ap.add_argument("--drafter", default=None,
                     help="a trained drafter folder (default: a random-weight drafter, which accepts almost nothing)")
     ap.add_argument("--prompts", default=None, help="a benchmark prompt file (.jsonl) to decode instead of one "
@@ -294,6 +338,15 @@ def main():
         torch.set_num_threads(args.threads)
     import gumiho as g
 
+    if args.feature_layers in (None, "none"):  # read as training's --feature-layers reads it
+        args.feature_layers = None
+    else:
+        from gumiho.train.__main__ import parse_feature_layers
+
+        try:
+            args.feature_layers = parse_feature_layers(args.feature_layers)
+        except g.GumihoError as e:
+            ap.error(str(e))
     target = g.load_target(None, device="cpu")
     pick = getattr(import_module(g.__name__ + ".models"), "drafter_dtype", None)
     drafters = load_drafters(g, target, args, pick)
@@ -336,6 +389,15 @@ def main():
         times = verify_times(g, target, next(iter(drafters.values())), prompts[0], settings, sizes)
         print("target forward over a tree of N nodes (medians, ms): "
               + ", ".join(f"{n}: {1000 * t:.2f}" for n, t in times.items()))
+    if args.feature_layers:
+        drafter = next(iter(drafters.values()))
+        layers = getattr(drafter.cfg, "feature_layers", None) or g.DrafterConfig.for_target(
+            target.config, feature_layers=args.feature_layers).feature_layers
+        times, tree_size = feature_times(g, target, drafter, prompts[0], settings, layers)
+        print(f"target forward handing over layers {list(layers)} (medians, ms): "
+              + "; ".join(f"{what}: {1000 * times[(name, False)]:.2f} plain, {1000 * times[(name, True)]:.2f} with "
+                          f"them ({100 * (times[(name, True)] / times[(name, False)] - 1):+.1f}%)"
+                          for name, what in (("one", "one token"), ("tree", f"{tree_size}-node tree"))))
     if args.ops:
         print_op_times(*op_times(g, target, next(iter(drafters.values())), prompts[0], settings), args.ops)
     if args.prefill_tokens:

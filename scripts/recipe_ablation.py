@@ -6,7 +6,10 @@ equal small budget. Four arms, all of kind gumiho, same data, same steps, same s
     ce         + cross-entropy only (no regression), last layer
     fused-ce   both
 
-(``--arms`` may add ``ce-top1``: cross-entropy only plus a hard top-1 term.)
+``--arms`` may add ``ce-top1`` (cross-entropy only plus a hard top-1 term) and the
+one-layer all-serial EAGLE-2 baseline the paper compares Gumiho with, trained the same
+way: ``eagle`` (the paper's loss) and ``eagle-ce`` (cross-entropy only), so "Gumiho vs
+EAGLE-2" is measured like for like.
 
     python scripts/recipe_ablation.py train --data DIRS --out runs/ablation --max-steps 300
     python scripts/recipe_ablation.py bench --out runs/ablation --limit 20
@@ -39,6 +42,8 @@ ARMS = {
     "ce": ["--reg-weight", "0", "--ce-weight", "1"],
     "fused-ce": ["--feature-layers", "default", "--reg-weight", "0", "--ce-weight", "1"],
     "ce-top1": ["--reg-weight", "0", "--ce-weight", "1", "--top1-weight", "0.5"],
+    "eagle": ["--kind", "eagle"],
+    "eagle-ce": ["--kind", "eagle", "--reg-weight", "0", "--ce-weight", "1"],
 }
 DEFAULT_ARMS = "paper,fused,ce,fused-ce"
 TREES = {
@@ -58,7 +63,8 @@ def arm_list(text: str) -> list[str]:
 
 def train(args) -> None:
     for arm in arm_list(args.arms):
-        cmd = [sys.executable, "-m", "gumiho.train", "--kind", "gumiho", "--data", args.data,
+        kind = [] if "--kind" in ARMS[arm] else ["--kind", "gumiho"]
+        cmd = [sys.executable, "-m", "gumiho.train", *kind, "--data", args.data,
                "--out", str(Path(args.out) / arm), "--max-steps", str(args.max_steps), "--epochs", "100",
                "--batch-tokens", str(args.batch_tokens), "--lr", str(args.lr), "--warmup-steps", "20",
                "--draft-vocab", "8192", "--checkpoint-every", "50", "--eval-fraction", "0.05",
@@ -72,18 +78,26 @@ def bench(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for arm in arm_list(args.arms):
         for tree in args.trees.split(","):
+            method = "eagle" if "eagle" in ARMS[arm] else "gumiho"
+            flag = "--eagle-drafter" if method == "eagle" else "--drafter"
             cmd = [sys.executable, "-m", "gumiho.bench", "--prompts", args.prompts, "--limit", str(args.limit),
-                   "--max-new-tokens", str(args.max_new_tokens), "--methods", "vanilla,gumiho",
-                   "--drafter", str(Path(args.out) / arm), *TREES[tree], "--out", str(out / f"{arm}.{tree}.json"),
+                   "--max-new-tokens", str(args.max_new_tokens), "--methods", f"vanilla,{method}",
+                   flag, str(Path(args.out) / arm), *TREES[tree], "--out", str(out / f"{arm}.{tree}.json"),
                    "--no-progress"]
             print("+", " ".join(cmd[1:]), flush=True)
             subprocess.run(cmd, check=True, cwd=ROOT)
 
 
+def drafted_method(record: dict) -> str:
+    """The record's speculative method (each arm's record holds vanilla and one other)."""
+    return next(m for m in record["methods"] if m != "vanilla")
+
+
 def per_prompt(record: dict) -> dict:
-    """question id -> (new tokens, target forwards) of the gumiho method."""
-    return {p["question_id"]: (p["methods"]["gumiho"]["new_tokens"], p["methods"]["gumiho"]["target_forwards"])
-            for p in record["per_prompt"] if "gumiho" in p["methods"]}
+    """question id -> (new tokens, target forwards) of the record's speculative method."""
+    m = drafted_method(record)
+    return {p["question_id"]: (p["methods"][m]["new_tokens"], p["methods"][m]["target_forwards"])
+            for p in record["per_prompt"] if m in p["methods"]}
 
 
 def report(args) -> str:
@@ -112,7 +126,7 @@ def report(args) -> str:
                   "|---|---|---|---|---|---|"]
         base = per_prompt(recs["paper"]) if "paper" in recs else None
         for a, rec in recs.items():
-            m = rec["methods"]["gumiho"]
+            m = rec["methods"][drafted_method(rec)]
             acc = " ".join(f"{x:.2f}" for x in m.get("acceptance_by_position", [])[:5])
             diff = ""
             if base is not None and a != "paper":

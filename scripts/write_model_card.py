@@ -35,6 +35,8 @@ KIND_TEXT = {
               "the other.",
     "parallel": "All-parallel ablation (Medusa-like): seven MLP heads draft positions 1-7 at once from the "
                 "target's last hidden state and the last token.",
+    "eagle": "EAGLE-2 baseline (the drafter the Gumiho paper compares with): one Transformer layer drafts all 7 "
+             "positions, one after the other.",
 }
 
 

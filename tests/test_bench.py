@@ -48,16 +48,16 @@ def check_schema(rec, names):
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 def test_core_schema_and_greedy_lossless(family):
     target = tiny_target(family)
-    drafters = {"vanilla": None, **{k: random_drafter(target, k) for k in ("gumiho", "serial", "parallel")}}
+    drafters = {"vanilla": None, **{k: random_drafter(target, k) for k in ("gumiho", "serial", "parallel", "eagle")}}
     prompts = id_prompts(3)
     rec = run_benchmark(target, drafters, prompts, settings())
-    check_schema(rec, ["vanilla", "gumiho", "serial", "parallel"])
+    check_schema(rec, ["vanilla", "gumiho", "serial", "parallel", "eagle"])
     assert rec["prompts"] == 3 and rec["temperature"] == 0 and rec["max_new_tokens"] == 12
-    assert rec["lossless"] == {"checked": 9, "identical": 9}  # 3 prompts x 3 speculative methods
+    assert rec["lossless"] == {"checked": 12, "identical": 12}  # 3 prompts x 4 speculative methods
     van = rec["methods"]["vanilla"]
     assert van["tau"] == 1.0 and van["speedup_vs_vanilla"] == 1.0 and van["acceptance_by_position"] == []
     assert van["target_forwards"] == van["new_tokens"]
-    for name in ("gumiho", "serial", "parallel"):
+    for name in ("gumiho", "serial", "parallel", "eagle"):
         m = rec["methods"][name]
         assert m["new_tokens"] == van["new_tokens"]  # same tokens, so the same count
         assert len(m["acceptance_by_position"]) == 7
@@ -67,7 +67,7 @@ def test_core_schema_and_greedy_lossless(family):
     assert isinstance(rec["cpu"], str) and rec["cpu"]  # speedups on a CPU depend on which one
     assert len(rec["per_prompt"]) == 3 and all(r["methods"]["gumiho"]["identical"] for r in rec["per_prompt"])
     table = format_table(rec)
-    assert "vanilla" in table and "parallel" in table and "9/9" in table and "[OK]" in table
+    assert "vanilla" in table and "parallel" in table and "eagle" in table and "12/12" in table and "[OK]" in table
 
 
 def test_mostly_right_drafter_is_measured():
@@ -225,7 +225,7 @@ def test_cli_reports_bad_input_without_loading_a_model(tmp_path, capsys):
     assert "line 2: not valid JSON" in capsys.readouterr().err
     assert main(["--prompts", str(tmp_path / "missing.jsonl")]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert main(["--prompts", bad, "--methods", "vanilla,eagle"]) == 2
+    assert main(["--prompts", bad, "--methods", "vanilla,medusa"]) == 2
     assert "Unknown method" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--prompts", bad, "--max-new-tokens", "0"])

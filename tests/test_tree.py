@@ -203,6 +203,7 @@ EXPECTED_HEADS = {
     "gumiho": ["serial"] * 2 + ["mlp"] * 5,
     "serial": ["serial"] * 7,
     "parallel": ["mlp"] * 7,
+    "eagle": ["serial"] * 7,
 }
 
 
@@ -251,7 +252,7 @@ def brute_node_probs(drafter, session, tree: DraftTree, node: int):
     return float(dist[vocab.index(tree.tokens[node])]), float(dist.max())
 
 
-@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel"])
+@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle"])
 def test_real_drafter_trees_are_well_formed(kind):
     target = tiny_target("llama", vocab=VOCAB, hidden=32, seed=4)
     drafter = random_drafter(target, kind)
@@ -294,7 +295,7 @@ def test_real_drafter_trees_are_well_formed(kind):
                         if tree.full_tree[i]:
                             assert prob == pytest.approx(top, rel=1e-4)  # the head's top-1 guess
                         assert cfg.head_kind(tree.depths[i]) == EXPECTED_HEADS[kind][tree.depths[i] - 1]
-                    if kind != "serial" and max_depth is None and settings.full_tree:
+                    if cfg.mlp_heads and max_depth is None and settings.full_tree:
                         # Full tree: the base tree's short leaves are extended by the heads' top-1
                         # guesses. The chain setting (6 nodes, depth 7) gets exactly its 7th node.
                         assert sum(tree.full_tree) >= 1
@@ -317,10 +318,10 @@ def test_real_drafter_trees_are_well_formed(kind):
                                                        abs=1e-6)
     # Every draft position was produced somewhere, and the full-tree extension was used.
     assert depths_seen == set(range(1, cfg.max_depth + 1))
-    assert full_seen == (kind != "serial")  # the all-serial drafter has no MLP heads to extend with
+    assert full_seen == (cfg.mlp_heads > 0)  # the all-serial drafters have no MLP heads to extend with
 
 
-@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel"])
+@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle"])
 def test_stream_labels_heads_by_depth(kind):
     """In the event stream, every drafted token (accepted or rejected) carries the
     position of its tree depth and the head kind of that position."""

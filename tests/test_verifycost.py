@@ -75,7 +75,7 @@ def _session_after_prompt(target, drafter, prompt):
     return session
 
 
-@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel"])
+@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle"])
 def test_cost_aware_trees_are_the_best_nodes_of_the_fixed_tree(kind):
     target = tiny_target("llama", seed=2)
     torch.manual_seed(3)
@@ -106,7 +106,7 @@ def test_cost_aware_trees_are_the_best_nodes_of_the_fixed_tree(kind):
     assert math.isclose(sum(math.exp(s) for s in cut.scores[1:]), sum(math.exp(full.scores[i]) for i in best))
 
 
-@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel"])
+@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle"])
 def test_cost_aware_decoding_matches_vanilla(kind):
     target = tiny_target("llama", seed=4)
     torch.manual_seed(5)

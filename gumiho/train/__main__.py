@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder for the drafter (config.json + model.safetensors); "
                                                 "rerunning with the same --out resumes from its checkpoint")
     p.add_argument("--model", default=None, help="target: hub id or local folder (default: embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel"],
+    p.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel", "eagle"],
                    help="gumiho: 2 serial Transformer positions + 5 MLP heads; serial: 7 serial positions (EAGLE-like); "
                         "parallel: 7 MLP heads (Medusa-like)")
     p.add_argument("--epochs", type=float, default=2.0)

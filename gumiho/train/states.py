@@ -3,9 +3,10 @@
 Training needs, at every position of a sequence, the target's final-norm hidden
 state h (the regression target and, through the LM head, the soft labels) and, for a
 drafter with fused features, the states after its ``feature_layers``. Both come
-out of one forward of the target's body with ``output_hidden_states``, whose entry l
-is the embedding output (l = 0), the output of decoder layer l, or, for l = N, the
-final-norm state: the numbering ``DrafterConfig.feature_layers`` uses.
+out of one forward of the target's body, read as decoding reads them
+(``gumiho.models.forward_with_features``: layer l is the embedding output for l = 0,
+the output of decoder layer l, or, for l = N, the final-norm state), so a drafter
+trains on exactly the states it is handed when it drafts.
 
 Two ways to get them, same function:
 
@@ -39,18 +40,13 @@ def target_states(model, ids: torch.Tensor, valid: torch.Tensor,
     tokens, right padding 0). Returns the final-norm hidden states [B, L, H] float32
     and, with ``feature_layers``, the concatenated states of those layers
     [B, L, k*H] float32 (in the order given), else None. Padding rows are zeros."""
-    body = model.model if hasattr(model, "model") else model.base_model
+    from ..models import forward_with_features
+
+    body = model.base_model
     dev = next(body.parameters()).device
-    want_all = bool(feature_layers)
-    out = body(input_ids=ids.to(dev), attention_mask=valid.to(dev).long(), output_hidden_states=want_all,
-               use_cache=False)
+    inputs = dict(input_ids=ids.to(dev), attention_mask=valid.to(dev).long(), use_cache=False)
     keep = valid.to(dev)[..., None].float()
-    hidden = out.last_hidden_state.float() * keep
-    if not want_all:
-        return hidden, None
-    hs = out.hidden_states
-    n_layers = len(hs) - 1
-    if max(feature_layers) > n_layers:
-        raise ValueError(f"feature layer {max(feature_layers)} beyond the target's {n_layers} layers")
-    features = torch.cat([hs[i].float() for i in feature_layers], dim=-1) * keep
-    return hidden, features
+    if not feature_layers:
+        return body(**inputs).last_hidden_state.float() * keep, None
+    out, features = forward_with_features(body, inputs, tuple(feature_layers))
+    return out.last_hidden_state.float() * keep, features.float() * keep

@@ -108,6 +108,11 @@
 #   step 440 (SIGTERM) once those had finished and resumed on 2 threads. Its second epoch was
 #   one batch short (the trainer then sized every epoch by the first one's batch count; a rerun
 #   now trains all of it: 1,110,426 tokens against the 1,107,920 the cards give).
+#   Stage 7: the recipe of the fused-feature / cross-entropy ablation (BENCHMARKS.md notes):
+#   cross-entropy only (no hidden-state regression) on new data: 2,000 template prompts of a
+#   seventh set and the Self-Instruct / Natural Instructions v1 prompts of corpus/, answered by
+#   a bfloat16 writer (scripts/build_recipe_data.sh, PART=distill), one epoch at lr 2e-4, from the
+#   float16 stage-6 weights (STAGE7_FROM, as for stage 3; by default runs/stage6).
 #
 # The three drafters get the same data, settings and token budget in each stage, trained side
 # by side (bf16 autocast on CPUs with native bf16 matmuls; see --precision). The shipped
@@ -120,17 +125,18 @@ STAGE=${STAGE:-all}
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1
 COMMON=(--batch-tokens 2048 --warmup-steps 20 --draft-vocab 8192 --checkpoint-every 20 --eval-fraction 0.02
         --precision auto)
-# train_stage N OUT_PREFIX LR INIT_PREFIX DATA [EPOCHS]: the three kinds side by side on the
-# same data; INIT_PREFIX "" starts from scratch, otherwise from INIT_PREFIX-KIND (--init-from);
-# EPOCHS defaults to 1.
-case $STAGE in all|1|2|3|4|5|6) ;; *) echo "STAGE must be 1, 2, 3, 4, 5, 6 or all, got '$STAGE'" >&2; exit 2;; esac
+# train_stage N OUT_PREFIX LR INIT_PREFIX DATA [EPOCHS [EXTRA...]]: the three kinds side by side
+# on the same data; INIT_PREFIX "" starts from scratch, otherwise from INIT_PREFIX-KIND
+# (--init-from); EPOCHS defaults to 1; EXTRA are more options for every kind (the loss).
+case $STAGE in all|1|2|3|4|5|6|7) ;; *) echo "STAGE must be 1, 2, 3, 4, 5, 6, 7 or all, got '$STAGE'" >&2; exit 2;; esac
 train_stage() {
   local n=$1 out=$2 lr=$3 init=$4 data=$5 epochs=${6:-1} kind
+  local extra=("${@:7}")
   [[ $STAGE == all || $STAGE == "$n" ]] || return 0
   for kind in gumiho serial parallel; do
     local from=()
     [[ -z $init ]] || from=(--init-from "$init-$kind")
-    nohup "$PY" -m gumiho.train --kind "$kind" --out "$out-$kind" "${COMMON[@]}" --epochs "$epochs" --lr "$lr" "${from[@]}" \
+    nohup "$PY" -m gumiho.train --kind "$kind" --out "$out-$kind" "${COMMON[@]}" --epochs "$epochs" --lr "$lr" "${from[@]}" "${extra[@]}" \
       --data "$data" > "$out-$kind.log" 2>&1 &
   done
   wait
@@ -141,3 +147,5 @@ train_stage 3 runs/stage3 5e-4 "${STAGE3_FROM:-runs/stage2}" data/distill-s3-a,d
 train_stage 4 runs/stage4 5e-4 "${STAGE4_FROM:-runs/stage3}" data/distill-s4-a,data/distill-s4-b
 train_stage 5 runs/stage5 2e-4 "${STAGE5_FROM:-runs/stage4}" data/distill-s5t,data/distill-tax-a,data/distill-tax-b,data/distill-tax-short
 train_stage 6 runs/stage6 2e-4 "${STAGE6_FROM:-runs/stage5}" data/distill-s6-a,data/distill-s6-b 2
+train_stage 7 runs/stage7 2e-4 "${STAGE7_FROM:-runs/stage6}" data/distill-t7,data/distill-instructions 1 \
+  --reg-weight 0 --ce-weight 1

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 from gumiho import GenerationStats
 
 from . import palette
-from .render import esc, visible
+from .render import esc_plot, visible
 from .tokens import DrafterLayout
 
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12, "color": "#2a3f5f"}
@@ -221,8 +221,8 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
             colours.append("#ffffff")
             outlines.append("#333333")
             sizes.append(20)
-            labels.append(f"<b>{esc(short)}</b><br>root")
-            hovers.append(f"root: the last token already emitted ({esc(text)})")
+            labels.append(f"<b>{esc_plot(short)}</b><br>root")
+            hovers.append(f"root: the last token already emitted ({esc_plot(text)})")
             continue
         d = depths[i]
         head, rank, count = palette.family_rank(d, layout.serial_positions, layout.max_depth)
@@ -233,15 +233,15 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
         colours.append(palette.plot_colour(head, rank, count) if on_path else palette.REJECTED_PLOT)
         outlines.append(palette.ACCEPT_EDGE if on_path else "#b0b0b0")
         sizes.append(18 if on_path else 12)
-        labels.append(f"<b>{esc(short)}</b><br>{tag}" if on_path else f"{esc(short)}<br>{tag}")
-        hovers.append(f"{esc(text)}<br>depth {d} · {who}{extra}<br>draft prob {probs[i]:.3f}<br>"
+        labels.append(f"<b>{esc_plot(short)}</b><br>{tag}" if on_path else f"{esc_plot(short)}<br>{tag}")
+        hovers.append(f"{esc_plot(text)}<br>depth {d} · {who}{extra}<br>draft prob {probs[i]:.3f}<br>"
                       f"{'accepted' if on_path else 'rejected'}")
     fig.data.append({"type": "scatter", "mode": "markers+text", "x": xs, "y": ys, "text": labels,
                      "textposition": "middle right", "textfont": {"size": 11}, "hovertext": hovers,
                      "hoverinfo": "text", "name": "nodes",
                      "marker": {"color": colours, "size": sizes, "line": {"color": outlines, "width": 2}}})
     for d, choice in enumerate(target_choices, start=1):
-        fig.layout["annotations"].append({"x": d, "y": top, "text": f"target: <b>{esc(visible(choice))}</b>",
+        fig.layout["annotations"].append({"x": d, "y": top, "text": f"target: <b>{esc_plot(visible(choice))}</b>",
                                           "showarrow": False, "font": {"size": 11, "color": "#111"},
                                           "bgcolor": "#f4f4f4", "bordercolor": "#bbb"})
     return fig

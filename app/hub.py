@@ -7,9 +7,9 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import queue
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -18,8 +18,9 @@ import torch
 
 from gumiho import (Drafter, DrafterConfig, GenerationSettings, GumihoError, Target, TreeSettings, load_drafter,
                     load_target, shipped_drafter_path, stream)
-from gumiho.models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, drafter_dtype
+from gumiho.models import DEFAULT_TARGET_LABEL, drafter_dtype, is_model_folder, looks_like_path, no_model_folder
 
+from .access import Access, is_default
 from .inputs import DRAFTER_KINDS, DRAFTER_LABELS
 
 log = logging.getLogger("gumiho.app")
@@ -45,10 +46,6 @@ def _random_drafter(target: Target, kind: str) -> Drafter:
         drafter = Drafter(DrafterConfig.for_target(target.config, kind))
     drafter = drafter.to(device=target.device, dtype=drafter_dtype(target))
     return drafter.eval().attach_target(target.model)
-
-
-def _is_default(name: str) -> bool:
-    return name.strip().lower() in ("", DEFAULT_TARGET, DEFAULT_TARGET_LABEL.lower(), "default")
 
 
 def _reachable(host: str = "huggingface.co", port: int = 443, timeout: float = 3.0) -> bool:
@@ -77,11 +74,10 @@ def check_loadable(name: str) -> None:
     missing folder, or a hub id that is not downloaded while the Hub is out of
     reach (transformers would otherwise retry for about a minute)."""
     path = os.path.expanduser(name)
-    if os.path.exists(path):
+    if looks_like_path(name) or os.path.exists(path):
+        if not is_model_folder(path):  # missing, a file, a folder of something else: one answer for all
+            raise no_model_folder(name)
         return
-    if os.path.isabs(path) or name.startswith((".", "~")) or name.count("/") > 1:
-        raise GumihoError(f"Model folder {name!r} does not exist here. Give a folder with config.json and weights, "
-                          f"or a hub id like 'org/name'.")
     try:
         from huggingface_hub import constants, try_to_load_from_cache
 
@@ -99,22 +95,47 @@ def check_loadable(name: str) -> None:
                           f"for the default model.")
 
 
+BUSY = ("The server is busy: {n} requests are already waiting for the model, the most it queues. Try again in a "
+        "minute.")
+
+
 class ModelThread:
     """One daemon thread that runs submitted functions in order (a one-worker
-    executor that does not hold the process open at exit, mid-load or mid-run)."""
+    executor that does not hold the process open at exit, mid-load or mid-run).
 
-    def __init__(self):
-        self._jobs: "queue.SimpleQueue[tuple[Future, object]]" = queue.SimpleQueue()
+    At most ``max_waiting`` jobs wait at a time; one more is refused with a
+    GumihoError. The web server's queue limits what reaches it, but only while
+    every request it lets go (a cancelled one) also leaves this queue: the bound
+    keeps a request that slips past it from queueing unbounded work. A job whose
+    future is cancelled before it starts is dropped and holds no place."""
+
+    def __init__(self, max_waiting: int = 4):
+        self._jobs: "deque[tuple[Future, object]]" = deque()
+        self._cv = threading.Condition()
+        self.max_waiting = max_waiting
         threading.Thread(target=self._loop, name="gumiho-model", daemon=True).start()
+
+    def waiting(self) -> int:
+        with self._cv:
+            return sum(1 for f, _ in self._jobs if not f.cancelled())
 
     def submit(self, fn) -> Future:
         future: Future = Future()
-        self._jobs.put((future, fn))
+        with self._cv:
+            live = [job for job in self._jobs if not job[0].cancelled()]
+            if len(live) >= self.max_waiting:
+                raise GumihoError(BUSY.format(n=len(live)))
+            self._jobs = deque(live)
+            self._jobs.append((future, fn))
+            self._cv.notify()
         return future
 
     def _loop(self):
         while True:
-            future, fn = self._jobs.get()
+            with self._cv:
+                while not self._jobs:
+                    self._cv.wait()
+                future, fn = self._jobs.popleft()
             if not future.set_running_or_notify_cancel():
                 continue
             try:
@@ -130,8 +151,10 @@ class ModelHub:
     all model memory comes from one allocator pool, so the process stays flat
     however many sessions take turns."""
 
-    def __init__(self, default_loader: Callable[[], Target] = lambda: load_target(None), warmup: bool = True):
+    def __init__(self, default_loader: Callable[[], Target] = lambda: load_target(None), warmup: bool = True,
+                 access: Optional[Access] = None, max_waiting: int = 4):
         self._default_loader = default_loader
+        self.access = access if access is not None else Access.from_env()
         self._warmup = warmup
         self._lock = threading.RLock()
         self._ready = threading.Event()
@@ -142,7 +165,7 @@ class ModelHub:
         self._drafters: dict = {}  # (target key, kind) -> (source key, Drafter, trained)
         self._custom: Optional[tuple[str, Target]] = None
         self._started = False
-        self._worker = ModelThread()
+        self._worker = ModelThread(max_waiting)
 
     # -- the default target, in the background -----------------------------------------
 
@@ -262,7 +285,7 @@ class ModelHub:
         """The target and drafter for one request. Raises GumihoError with a message
         for the user when they cannot load."""
         with self._lock:
-            if _is_default(target_id):
+            if is_default(target_id):
                 if self.default is None:
                     if self.state == "error":
                         raise GumihoError(f"The default model could not load ({self.error}); give another model "

@@ -10,7 +10,10 @@ from typing import Optional
 
 import torch
 
-from gumiho import GenerationSettings, GumihoError, TreeSettings
+from gumiho import GenerationSettings, GumihoError, TreeSettings, registry
+from gumiho.models import check_text
+
+from .access import Access
 
 # The app offers a kind other than Gumiho only once its trained drafter ships
 # (Hub.drafter_choices), so eagle stays off the menu until its folder exists.
@@ -83,8 +86,11 @@ def real(value, name: str, lo: float, hi: float, what: str, lo_open: bool = Fals
 
 
 def check_prompt(prompt) -> str:
-    if prompt is None or not isinstance(prompt, str) or not prompt.strip():
+    if prompt is not None and not isinstance(prompt, str):
+        raise GumihoError(f"The prompt must be text, got {type(prompt).__name__}: send it as a string.")
+    if prompt is None or not prompt.strip():
         raise GumihoError("The prompt is empty: type something for the model to answer.")
+    check_text(prompt, "The prompt")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise GumihoError(
             f"The prompt has {len(prompt):,} characters; this demo takes at most {MAX_PROMPT_CHARS:,} "
@@ -114,9 +120,18 @@ def flag(value, name: str, default: bool) -> bool:
     raise GumihoError(f"{name} must be true or false; got {str(value)[:40]!r}.")
 
 
+def text_field(value, name: str, what: str) -> str:
+    """A text box's value (an API call may send anything): stripped text, "" for none."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise GumihoError(f"{name} must be text ({what}), got {type(value).__name__}.")
+    return check_text(value, name).strip()
+
+
 def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k, budget,
                   drafter_kind="gumiho", target_id="", drafter_path="",
-                  max_tokens_cap: Optional[int] = None, cost_aware=None) -> Request:
+                  max_tokens_cap: Optional[int] = None, cost_aware=None, access: Optional[Access] = None) -> Request:
     cap = max_tokens_cap or MAX_NEW_TOKENS
     prompt = check_prompt(prompt)
     n = whole(max_new_tokens, "Max new tokens", 1, cap, f"a whole number from 1 to {cap} in this demo")
@@ -131,16 +146,25 @@ def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k
         full_tree_tokens=DEVICE_TREE.full_tree_tokens,
         cost_aware=flag(cost_aware, "Size trees by measured cost", DEVICE_TREE.cost_aware),
     )
-    kind = (drafter_kind or "gumiho")
+    kind = text_field(drafter_kind, "The drafter", f"one of {', '.join(DRAFTER_KINDS)}") or "gumiho"
     kind = {v: k for k, v in DRAFTER_LABELS.items()}.get(kind, kind)
     if kind not in DRAFTER_KINDS:
         raise GumihoError(f"Unknown drafter {str(drafter_kind)[:40]!r}; choose one of {', '.join(DRAFTER_KINDS)}.")
-    target_id = (target_id or "").strip()
-    drafter_path = (drafter_path or "").strip()
+    target_id = text_field(target_id, "The target model", "a hub id like 'org/name' or a folder path")
+    drafter_path = text_field(drafter_path, "The drafter path", "a folder path")
     if len(target_id) > 300 or "\n" in target_id:
         raise GumihoError("The model id or path is too long or has a line break; give a hub id like 'org/name' "
                           "or a folder path.")
     if len(drafter_path) > 500 or "\n" in drafter_path:
         raise GumihoError("The drafter path is too long or has a line break; give a folder path.")
+    if access is not None:  # a public deployment: only what its operator allows (see app.access)
+        access.check_target(target_id)
+        access.check_drafter(drafter_path)
+    # A registry name stands for its target and drafter (gumiho.registry).
+    pair = registry.get(target_id) if target_id else None
+    if pair is not None and pair.official:
+        target_id, drafter_path = pair.target, drafter_path or pair.drafter
+    elif pair is not None:
+        target_id, kind = "", pair.drafter
     settings = GenerationSettings(max_new_tokens=n, temperature=temp, top_p=p, seed=s, tree=tree).validate()
     return Request(prompt, settings, kind, target_id, drafter_path)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from typing import Optional
 
 import gradio as gr
@@ -21,12 +22,13 @@ import gradio as gr
 from gumiho import GumihoError
 
 from . import figures
+from .access import Access
 from .hub import ModelHub
 from .inputs import DEVICE_TREE, MAX_NEW_TOKENS, MAX_TREE_DEPTH, MAX_TREE_NODES, MAX_TREE_TOP_K, \
     WALK_MAX_NEW_TOKENS, parse_request
-from .race import RUNS, TIMING_NOTE, Control, Progress, compute_race, error_summary, in_background, replay_frames, \
-    summary
-from .render import render_banner, render_legend, render_result, render_run, render_stats
+from .race import RUNS, TIMING_NOTE, Control, Progress, compute_race, error_summary, in_background, on_model_thread, \
+    replay_frames, summary, until_ready
+from .render import esc, render_banner, render_legend, render_result, render_run, render_stats
 from .tokens import DrafterLayout, RaceResult
 from .walkthrough import EXPLANATION, Walk, choices_table, compute_walk, step_figure, step_header, text_so_far
 
@@ -67,6 +69,27 @@ def _placeholder(text: str) -> str:
     return f'<span class="gm-placeholder">{text}</span>'
 
 
+def _advanced_note(access: Access) -> str:
+    if access.public:
+        extra = " Folders on this server are accepted too." if access.local_paths else ""
+        return ("This public demo loads only the models it lists: " + ", ".join(f"`{n}`" for n in access.listed())
+                + " (a paper's pair brings its drafter; the hub models need a GPU in practice)." + extra
+                + " Run the app on your own machine (`python app.py`) to try any model.")
+    return ("Any Hugging Face causal LM with full attention (Llama, Qwen2, SmolLM, Mistral…): a hub id (needs the "
+            "Hub to be reachable, or the model already downloaded), a local folder, or a name of the registry "
+            "(such as `amd/Gumiho-vicuna-7b`, which brings its drafter). Give the folder of a drafter trained for it "
+            "with `python -m gumiho.train`; without one, a random drafter is used.")
+
+
+def _fail(e: BaseException) -> str:
+    """The one way an error reaches the page: a toast, and the banner this returns,
+    both with the same text escaped (Gradio renders a toast's message as HTML, so
+    text from the request, such as a model id, must not become markup there)."""
+    msg = _friendly(e)
+    gr.Warning(esc(msg))
+    return render_banner(msg, "error")
+
+
 def _friendly(e: BaseException) -> str:
     if isinstance(e, GumihoError):
         return str(e)
@@ -85,6 +108,7 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
         timer = gr.Timer(1.0, active=True)
         race_state = gr.State(None)
         run_id = gr.State("")
+        request_state = gr.State(None)  # the checked request of the run being started
         walk_state = gr.State(None)
 
         with gr.Tabs():
@@ -102,7 +126,9 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                         max_new = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens")
                         temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
                         top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
-                        seed = gr.Number(0, precision=0, minimum=0, label="Seed (sampling)")
+                        # No minimum here: the framework's own check of it would end the run's chain of
+                        # events midway and leave the page waiting; parse_request says what is wrong.
+                        seed = gr.Number(0, precision=0, label="Seed (sampling)")
                     with gr.Row():
                         depth = gr.Slider(1, MAX_TREE_DEPTH, value=DEVICE_TREE.depth, step=1, label="Tree depth")
                         top_k = gr.Slider(1, MAX_TREE_TOP_K, value=DEVICE_TREE.top_k, step=1,
@@ -123,10 +149,7 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                                 "With temperature > 0 the two columns sample "
                                 "different texts from the same distribution; at 0 they are identical.")
                 with gr.Accordion("Advanced: another target model", open=False):
-                    gr.Markdown("Any Hugging Face causal LM with full attention (Llama, Qwen2, SmolLM, Mistral…): "
-                                "a hub id (needs the Hub to be reachable, or the model already downloaded) or a "
-                                "local folder. Give the folder of a drafter trained for it with "
-                                "`python -m gumiho.train`; without one, a random drafter is used.")
+                    gr.Markdown(_advanced_note(hub.access))
                     with gr.Row():
                         target_id = gr.Textbox(label="Target model id or folder (empty = default)", max_lines=1)
                         drafter_path = gr.Textbox(label="Drafter folder (config.json + model.safetensors)",
@@ -197,33 +220,41 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
         timer.tick(poll, outputs=poll_outputs, queue=False, show_progress="hidden", api_visibility="undocumented")
 
         # ---------------------------------------------------------------------- race events
-        def start_race(show_rejected):
+        def start_race(show_rejected, prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v, kind_v,
+                       target_v, drafter_path_v, cost_aware_v=None):
+            """Checks the request (and is the only step that reads the controls: should
+            the web framework's own check of a control fail here, nothing has been
+            disabled yet, so the page stays usable). A bad request ends the run here
+            with its message, and the steps after it only restore the buttons."""
+            try:
+                req = parse_request(prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v, kind_v,
+                                    target_v, drafter_path_v, cost_aware=cost_aware_v, access=hub.access)
+            except Exception as e:
+                return ("", None, gr.skip(), gr.skip(), _fail(e)) + (gr.skip(),) * 5
             rid = RUNS.new(show_rejected)
-            return (rid, gr.Button(interactive=False), gr.Button(interactive=True),
+            return (rid, req, gr.Button(interactive=False), gr.Button(interactive=True),
                     render_banner("Waiting for a free slot (one generation runs at a time)…", "info"),
                     "", "", render_stats(None), render_stats(None), "")
 
-        def race_compute(rid, prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v, kind_v,
-                         target_v, drafter_path_v, cost_aware_v=None):
+        async def race_compute(rid, req):
+            if req is None:  # refused by start_race, which said why
+                yield None, gr.skip(), gr.skip()
+                return
             ctl = RUNS.get(rid) or Control()
             try:
-                req = parse_request(prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v,
-                                    kind_v, target_v, drafter_path_v, cost_aware=cost_aware_v)
                 if not req.target_id and not hub.wait_ready(0):
                     yield None, render_banner("Waiting for the model to finish loading…", "loading"), gr.skip()
-                    hub.wait_ready(600)
+                    await until_ready(hub)
                 progress = Progress()
                 result = None
-                for item in in_background(lambda: compute_race(hub, req, ctl.stop, progress), hub.submit,
-                                          stop=ctl.stop):
+                async for item in in_background(lambda: compute_race(hub, req, ctl.stop, progress), hub.submit,
+                                                stop=ctl.stop):
                     if item is None:
                         yield None, render_banner(progress.text(), "loading"), gr.skip()
                     else:
                         result = item
             except Exception as e:  # every failure becomes a message; the app keeps serving
-                msg = _friendly(e)
-                gr.Warning(msg)
-                yield None, render_banner(msg, "error"), gr.skip()
+                yield None, _fail(e), gr.skip()
                 return
             note = ("Replaying both runs side by side with their recorded timestamps…" if not result.vanilla.stopped
                     else "Stopped.")
@@ -237,6 +268,15 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
             g_note = result.notes[0] if result.notes else ""
             if result.drafter_note:
                 g_note += " — " + result.drafter_note
+            v, g = result.vanilla, result.gumiho
+            if v.stopped and not g.events:
+                g_note = "Not run: stopped before Gumiho's turn."
+            try:
+                yield from _replay(result, ctl, g_note)
+            except Exception as e:  # the steps after this one still run and restore the buttons
+                yield (gr.skip(),) * 8 + (_fail(e),)
+
+        def _replay(result: RaceResult, ctl: Control, g_note: str):
             v, g = result.vanilla, result.gumiho
             for fr in replay_frames(result, ctl.stop):
                 if fr.stopped:
@@ -277,13 +317,16 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                 return gr.skip()
             return render_run(result.gumiho, None, bool(show))
 
-        race_inputs = [run_id, prompt, max_new, temperature, top_p, seed, depth, top_k, budget, drafter, target_id,
+        race_inputs = [ghosts, prompt, max_new, temperature, top_p, seed, depth, top_k, budget, drafter, target_id,
                        drafter_path, cost_aware]
         replay_outputs = [v_html, g_html, v_stats, g_stats, result_html, acc_plot, hist_plot, speed_plot, status]
-        (run_btn.click(start_race, inputs=[ghosts],
-                       outputs=[run_id, run_btn, stop_btn, status, v_html, g_html, v_stats, g_stats, result_html],
-                       queue=False, show_progress="hidden", api_visibility="undocumented")
-         .then(race_compute, inputs=race_inputs, outputs=[race_state, status, legend], concurrency_id=GENERATE,
+        (run_btn.click(start_race, inputs=race_inputs,
+                       outputs=[run_id, request_state, run_btn, stop_btn, status, v_html, g_html, v_stats, g_stats,
+                                result_html],
+                       # Queued (with no limit: it does no model work) so that its message can be a toast too.
+                       concurrency_limit=None, show_progress="hidden", api_visibility="undocumented")
+         .then(race_compute, inputs=[run_id, request_state], outputs=[race_state, status, legend],
+               concurrency_id=GENERATE,
                concurrency_limit=CONCURRENCY, show_progress="minimal", api_visibility="undocumented")
          .then(race_replay, inputs=[run_id, race_state], outputs=replay_outputs, concurrency_limit=None,
                show_progress="hidden", api_visibility="undocumented")
@@ -295,20 +338,20 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                       show_progress="hidden", api_visibility="undocumented")
 
         # ---------------------------------------------------------------------- walkthrough events
-        def walk_run(prompt_v, tokens_v, kind_v, depth_v, top_k_v, budget_v, target_v, drafter_path_v,
-                     cost_aware_v=None):
+        async def walk_run(prompt_v, tokens_v, kind_v, depth_v, top_k_v, budget_v, target_v, drafter_path_v,
+                           cost_aware_v=None):
             nothing = (None, gr.Slider(interactive=False), gr.Button(interactive=False), gr.Button(interactive=False),
                        "", None, "", "")
             try:
                 req = parse_request(prompt_v, tokens_v, 0.0, 1.0, 0, depth_v, top_k_v, budget_v, kind_v, target_v,
-                                    drafter_path_v, max_tokens_cap=WALK_MAX_NEW_TOKENS, cost_aware=cost_aware_v)
+                                    drafter_path_v, max_tokens_cap=WALK_MAX_NEW_TOKENS, cost_aware=cost_aware_v,
+                                    access=hub.access)
                 if not req.target_id:
-                    hub.wait_ready(600)
-                walk = hub.submit(lambda: compute_walk(hub, req)).result()
+                    await until_ready(hub)
+                stop = threading.Event()  # set if the page goes away mid-walk
+                walk = await on_model_thread(lambda: compute_walk(hub, req, stop), hub.submit, stop)
             except Exception as e:
-                msg = _friendly(e)
-                gr.Warning(msg)
-                return (render_banner(msg, "error"),) + nothing
+                return (_fail(e),) + nothing
             if not walk.steps:
                 return (render_banner("The answer ended before the first verify step (it is one token long): try "
                                       "another prompt or more tokens.", "warn"),) + nothing
@@ -346,27 +389,37 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                             queue=False, show_progress="hidden", api_visibility="undocumented")
 
         # ---------------------------------------------------------------------- API
-        def race_api(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
-                     seed: int = 0, tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.top_k,
-                     tree_nodes: int = DEVICE_TREE.total_tokens, drafter: str = "gumiho", target: str = "",
-                     drafter_path: str = "", tree_cost_aware: bool = DEVICE_TREE.cost_aware) -> dict:
+        async def race_api(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
+                           seed: int = 0, tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.top_k,
+                           tree_nodes: int = DEVICE_TREE.total_tokens, drafter: str = "gumiho", target: str = "",
+                           drafter_path: str = "", tree_cost_aware: bool = DEVICE_TREE.cost_aware) -> dict:
             """Run vanilla and Gumiho decoding of one prompt, each timed alone, and return both texts with
             their statistics (tau, tokens/s, target forwards, wall time) and the speedup. With
             tree_cost_aware, tree_nodes is the most drafted tokens a step verifies."""
-            try:
-                req = parse_request(prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k,
-                                    tree_nodes, drafter, target, drafter_path, cost_aware=tree_cost_aware)
-                if not req.target_id:
-                    hub.wait_ready(600)
-                return summary(hub.submit(lambda: compute_race(hub, req, Control().stop)).result(), prompt)
-            except Exception as e:
-                return error_summary(_friendly(e), prompt)
+            return await api_race(hub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k,
+                                  tree_nodes, drafter, target, drafter_path, tree_cost_aware)
 
         gr.api(race_api, api_name="race", concurrency_id=GENERATE, concurrency_limit=CONCURRENCY)
 
     demo.queue(max_size=int(os.environ.get("GUMIHO_APP_QUEUE_SIZE", "64") or 64),
                default_concurrency_limit=CONCURRENCY)
     return demo
+
+
+async def api_race(hub: ModelHub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,
+                   drafter, target, drafter_path, tree_cost_aware) -> dict:
+    """The /race endpoint's work. Async so that a client's cancel reaches it (an
+    asyncio cancellation at the await), and with it the model thread: the job leaves
+    its queue, or the running generation stops at its next step."""
+    try:
+        req = parse_request(prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,
+                            drafter, target, drafter_path, cost_aware=tree_cost_aware, access=hub.access)
+        if not req.target_id:
+            await until_ready(hub)
+        stop = threading.Event()
+        return summary(await on_model_thread(lambda: compute_race(hub, req, stop), hub.submit, stop), prompt)
+    except Exception as e:
+        return error_summary(_friendly(e), prompt)
 
 
 def _walk_view(walk: Walk, i: int) -> tuple:
@@ -386,6 +439,8 @@ def render_stopped(clock: float) -> str:
 def _final_note(result: RaceResult, frame) -> str:
     if frame.stopped:
         return "Replay stopped."
+    if result.vanilla.stopped and not result.gumiho.events:
+        return "Stopped while vanilla decoding was timed: its column shows what it produced; Gumiho did not run."
     if result.vanilla.stopped or result.gumiho.stopped:
         return "Stopped: both columns show what was produced until then."
     return ("Done. Both columns were timed alone and replayed with their real timestamps. Toggle 'Show rejected "

@@ -9,13 +9,13 @@ while the replay is drawn, and nothing is drawn while a run is being timed
 """
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import AsyncIterator, Iterator, Optional
 
 from gumiho import GumihoError, StepEvent, stream
 
@@ -133,25 +133,47 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
                       notes=[res.drafter_label])
 
 
-def in_background(fn, submit, stop: Optional[threading.Event] = None,
-                  poll_s: float = 0.5) -> Iterator[Optional[object]]:
+async def in_background(fn, submit, stop: Optional[threading.Event] = None,
+                        poll_s: float = 0.5) -> AsyncIterator[Optional[object]]:
     """Run ``fn()`` through ``submit`` (the model thread: ``ModelHub.submit``);
     yield None every ``poll_s`` while it runs (so the caller can show progress),
-    then its result as the last item. Its exception, if any, is raised here. If
-    the caller goes away (the generator is closed), ``stop`` is set so that the
-    work ends too."""
+    then its result as the last item. Its exception, if any, is raised here.
+
+    Async, so that the web server's cancellation reaches it: a request cancelled
+    by its client (or whose page went away) is an asyncio cancellation here, or a
+    close of this generator. Either way the job is taken off the model thread's
+    queue if it has not started, and ``stop`` is set so that a running one ends
+    at its next step, which frees the model for the next request."""
     future = submit(fn)
+    waiting = asyncio.wrap_future(future)
     try:
         while True:
-            try:
-                result = future.result(timeout=poll_s)
+            done, _ = await asyncio.wait({waiting}, timeout=poll_s)
+            if done:
                 break
-            except FutureTimeout:
-                yield None
+            yield None
     finally:
-        if not future.done() and stop is not None:
-            stop.set()
-    yield result
+        if not future.done():
+            future.cancel()
+            if stop is not None:
+                stop.set()
+    yield waiting.result()
+
+
+async def on_model_thread(fn, submit, stop: Optional[threading.Event] = None):
+    """``fn()`` run on the model thread, awaited; cancelled as :func:`in_background` is."""
+    result = None
+    async for item in in_background(fn, submit, stop, poll_s=3600):
+        result = item
+    return result
+
+
+async def until_ready(hub: ModelHub, timeout_s: float = 600.0, poll_s: float = 0.25) -> None:
+    """Wait for the default model without holding a thread (many requests may wait
+    at once while it loads, and a cancelled one must leave nothing behind)."""
+    deadline = time.monotonic() + timeout_s
+    while not hub.wait_ready(0) and time.monotonic() < deadline:
+        await asyncio.sleep(poll_s)
 
 
 # ----------------------------------------------------------------------------- replay
@@ -170,8 +192,17 @@ class Frame:
 def replay_frames(result: RaceResult, stop: threading.Event, fps: float = 12.0, plot_period: float = 0.5,
                   sleep=time.sleep, now=time.perf_counter) -> Iterator[Frame]:
     """Frames of the side-by-side replay: at wall time t after its start, each
-    column shows the steps its own timed run had finished by t."""
+    column shows the steps its own timed run had finished by t. ``stop`` set during
+    the replay ends it where it is.
+
+    A race stopped while it was being timed (or whose Stop came just as its timing
+    ended: ``stop`` is already set) is not replayed: one final frame shows all that
+    was produced until then, since the Stop was meant for the decoding, not for
+    hiding its result."""
     duration = result.duration
+    if stop.is_set() or result.vanilla.stopped or result.gumiho.stopped:
+        yield Frame(duration, len(result.vanilla.events), len(result.gumiho.events), final=True, plots=True)
+        return
     times = sorted({ev.elapsed_s for run in (result.vanilla, result.gumiho) for ev in run.events})
     start = now()
     last_plot, plotted = -1e9, None
@@ -213,8 +244,10 @@ def summary(result: RaceResult, prompt: str) -> dict:
 
 
 def error_summary(message: str, prompt) -> dict:
-    return {"ok": False, "message": message, "prompt": prompt if isinstance(prompt, str) else None}
+    # The prompt is echoed only when it is valid text: a lone surrogate cannot be sent back as JSON.
+    echo = prompt if isinstance(prompt, str) and prompt.encode("utf-8", "replace").decode("utf-8") == prompt else None
+    return {"ok": False, "message": message, "prompt": echo}
 
 
-__all__ = ["RUNS", "Runs", "Control", "Progress", "compute_race", "in_background", "replay_frames", "summary",
-           "error_summary", "TIMING_NOTE", "GumihoError"]
+__all__ = ["RUNS", "Runs", "Control", "Progress", "compute_race", "in_background", "on_model_thread", "until_ready",
+           "replay_frames", "summary", "error_summary", "TIMING_NOTE", "GumihoError"]

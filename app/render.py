@@ -25,6 +25,14 @@ def esc(text) -> str:
     return out
 
 
+def esc_plot(text) -> str:
+    """Escape text for a plotly label or hover text. plotly.js reads a few HTML tags
+    there, so markup must be escaped, but of the named entities it decodes only a
+    handful (&amp; &lt; &gt;, not &quot;, which would show literally); numeric ones
+    it decodes all."""
+    return esc(text).replace("&quot;", "&#34;")
+
+
 def visible(text: str) -> str:
     """Whitespace made visible (for ghosts, labels and tables)."""
     if text == "":
@@ -177,7 +185,11 @@ def render_result(result: Optional[RaceResult]) -> str:
         return ""
     v, g = result.vanilla, result.gumiho
     if v.stopped or g.stopped:
-        return '<div class="gm-result stopped">Stopped. The figures show what was done until then.</div>'
+        if not g.events:
+            return ('<div class="gm-result stopped">Stopped while vanilla decoding was being timed: its column shows '
+                    f"the {v.stats().new_tokens if v.events else 0} tokens it produced; Gumiho did not run.</div>")
+        return ('<div class="gm-result stopped">Stopped. Both columns and the figures show what was produced until '
+                "then.</div>")
     sp = speedup(result)
     if sp is None:
         return ""

@@ -21,7 +21,11 @@ def serve(host: Optional[str] = None, port: Optional[int] = None, hub: Optional[
     # No run history: visitors' prompts are not recorded anywhere.
     demo.launch(server_name=host, server_port=port, css=load_css(), prevent_thread_lock=True, show_error=True,
                 run_history=False)
-    logging.getLogger("gumiho.app").info("serving on http://%s:%d", host, port)
+    log = logging.getLogger("gumiho.app")
+    log.info("serving on http://%s:%d", host, port)
+    if hub.access.public:
+        log.info("public mode: the advanced box takes only %s%s", ", ".join(hub.access.listed()),
+                 " and local paths" if hub.access.local_paths else " (no local paths)")
     hub.start()
     if block:
         demo.block_thread()

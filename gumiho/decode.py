@@ -16,6 +16,7 @@ decoding with a KV cache: the reference the speculative output is compared with.
 from __future__ import annotations
 
 import math
+import operator
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from .verifycost import tokens_needed, verify_cost_for
 from .verify import accept_greedy, accept_sampling, process_logits, sample_token
 
 MAX_NEW_TOKENS_LIMIT = 1_000_000
+MAX_SEED = 2**64 - 1  # what torch.Generator.manual_seed takes
 
 
 @dataclass
@@ -59,7 +61,15 @@ class GenerationSettings:
         k = self.top_k
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise GumihoError(f"top_k must be a whole number >= 0 (0 = off), got {k!r}.")
+        sd = self.seed
+        if sd is not None and (isinstance(sd, bool) or not isinstance(sd, int) or not 0 <= sd <= MAX_SEED):
+            raise GumihoError(f"seed must be a whole number from 0 to 2**64 - 1, or None for a random one; "
+                              f"got {repr(sd)[:40]}.")
         if self.tree is not None:
+            if not isinstance(self.tree, TreeSettings):
+                raise GumihoError(f"tree must be a TreeSettings, e.g. TreeSettings(total_tokens=5, depth=3) (for a "
+                                  f"dict d: TreeSettings(**d)), or None for the device's; "
+                                  f"got {type(self.tree).__name__}.")
             self.tree.validate()
         return self
 
@@ -74,6 +84,38 @@ class GenerationResult:
     finish_reason: Optional[str] = None
 
 
+def check_settings(settings) -> GenerationSettings:
+    if settings is None:
+        return GenerationSettings()
+    if not isinstance(settings, GenerationSettings):
+        raise GumihoError(f"settings must be a GenerationSettings, e.g. GenerationSettings(max_new_tokens=64) (for a "
+                          f"dict d: GenerationSettings(**d)), or None; got {type(settings).__name__}.")
+    return settings
+
+
+def check_prompt_ids(prompt_ids, target: Target) -> list[int]:
+    """Token ids the target's embedding has rows for: an id outside them fails as a
+    raw IndexError deep inside the model's forward."""
+    if isinstance(prompt_ids, (str, bytes)) or not hasattr(prompt_ids, "__iter__"):
+        raise GumihoError(f"prompt_ids must be a list of token ids (whole numbers), got {type(prompt_ids).__name__}; "
+                          f"turn text into ids with target.encode(text).")
+    ids = []
+    vocab = target.model.get_input_embeddings().num_embeddings
+    for i, t in enumerate(prompt_ids):
+        try:
+            if isinstance(t, bool) or isinstance(t, float):
+                raise TypeError
+            t = operator.index(t)
+        except TypeError:
+            raise GumihoError(f"prompt_ids[{i}] is {repr(t)[:40]}, not a token id (a whole number); turn text into "
+                              f"ids with target.encode(text).") from None
+        if not 0 <= t < vocab:
+            raise GumihoError(f"prompt_ids[{i}] = {t} is not a token id of {target.name}: its ids run from 0 to "
+                              f"{vocab - 1}. Use ids from this target's tokenizer (target.encode(text)).")
+        ids.append(t)
+    return ids
+
+
 def _sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -83,9 +125,10 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
            stop: Optional[threading.Event] = None, keep_trees: bool = False) -> Iterator[StepEvent]:
     """Decode ``prompt_ids`` with ``target`` (speculatively when ``drafter`` is given),
     yielding one StepEvent per target forward. ``stop`` ends the stream early."""
-    settings = (settings or GenerationSettings()).validate()
+    settings = check_settings(settings).validate()
     tree_settings = (settings.tree or TreeSettings.for_device(target.device)).validate()
     ctx = target.context_length
+    prompt_ids = check_prompt_ids(prompt_ids, target)
     n_prompt = len(prompt_ids)
     if n_prompt == 0:
         raise GumihoError("The prompt is empty: type some text to start from.")
@@ -223,12 +266,12 @@ def generate(target: Target, prompt: Union[str, list, None] = None, drafter=None
     """Generate a whole answer. ``prompt`` (text or chat messages) goes through the
     target's chat template; ``prompt_ids`` bypasses it. Keyword overrides set
     GenerationSettings fields (max_new_tokens=..., temperature=..., tree=...)."""
-    settings = settings or GenerationSettings()
+    settings = check_settings(settings)
     for k, v in overrides.items():
         if not hasattr(settings, k):
             raise GumihoError(f"Unknown generation setting {k!r}.")
         setattr(settings, k, v)
-    ids = list(prompt_ids) if prompt_ids is not None else target.encode(prompt)
+    ids = check_prompt_ids(prompt_ids, target) if prompt_ids is not None else target.encode(prompt)
     steps = list(stream(target, ids, drafter, settings))
     tokens = [t for s in steps for t in s.tokens]
     text = target.tokenizer.decode(tokens, skip_special_tokens=True)

@@ -48,6 +48,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .cpulinear import linear
+from .checkpoint import compare_shapes, meta_shapes, safetensors_shapes, unreadable
 from .errors import GumihoError
 
 DRAFTER_KINDS = ("gumiho", "serial", "parallel", "eagle")
@@ -82,6 +83,20 @@ class DrafterConfig:
     def __post_init__(self):
         if self.kind not in DRAFTER_KINDS:
             raise GumihoError(f"Unknown drafter kind {self.kind!r}; use one of {DRAFTER_KINDS}.")
+        # Sizes come from a config.json that may be hand-edited or hostile: a size that
+        # is not a whole number would fail deep inside torch with a raw error.
+        for name, lo in _SIZE_FIELDS:
+            v = getattr(self, name)
+            if v is None and name in _DERIVED_SIZES:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise GumihoError(f"Drafter setting {name} must be a whole number >= {lo}, got {v!r}; keep the "
+                                  f"config.json saved with the drafter's weights.")
+        for name in ("rms_norm_eps", "rope_theta"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+                raise GumihoError(f"Drafter setting {name} must be a number > 0, got {v!r}; keep the config.json "
+                                  f"saved with the drafter's weights.")
         if self.head_dim is None:
             self.head_dim = self.hidden_size // self.num_attention_heads
         if self.intermediate_size is None:
@@ -117,7 +132,7 @@ class DrafterConfig:
             num_key_value_heads=getattr(text_cfg, "num_key_value_heads", None) or text_cfg.num_attention_heads,
             head_dim=getattr(text_cfg, "head_dim", None) or text_cfg.hidden_size // text_cfg.num_attention_heads,
             intermediate_size=getattr(text_cfg, "intermediate_size", None),
-            rms_norm_eps=getattr(text_cfg, "rms_norm_eps", 1e-6),
+            rms_norm_eps=getattr(text_cfg, "rms_norm_eps", None) or 1e-6,
             rope_theta=float(theta),
         )
         kw.update(kind_layout(kind))
@@ -139,6 +154,12 @@ class DrafterConfig:
     def head_kind(self, position: int) -> str:
         """'serial' or 'mlp': which part of the drafter proposes draft position d."""
         return "serial" if position <= self.serial_positions else "mlp"
+
+
+_SIZE_FIELDS = (("hidden_size", 1), ("vocab_size", 1), ("serial_positions", 0), ("mlp_heads", 0), ("num_layers", 0),
+                ("num_attention_heads", 1), ("num_key_value_heads", 1), ("head_dim", 1), ("intermediate_size", 1),
+                ("mlp_blocks", 0), ("draft_vocab_size", 1))
+_DERIVED_SIZES = ("head_dim", "intermediate_size", "draft_vocab_size")  # None: derived, or the whole vocabulary
 
 
 def kind_layout(kind: str) -> dict:
@@ -498,31 +519,24 @@ class Drafter(nn.Module):
             if isinstance(raw.get("feature_layers"), list):
                 raw["feature_layers"] = tuple(raw["feature_layers"])
             cfg = DrafterConfig(**raw)
-        except (json.JSONDecodeError, TypeError) as e:
-            raise GumihoError(f"Drafter config {cfg_path!r} is not valid: {e}") from None
+        except GumihoError:
+            raise
+        except (ValueError, TypeError) as e:  # not JSON (binary, bad UTF-8), or fields a config does not have
+            raise GumihoError(f"Drafter config {cfg_path!r} is not valid: {str(e)[:200]}") from None
+        # The weights' names and shapes (the file's header) against a model built on the
+        # meta device from the config: a mismatch, or a config sized far beyond its
+        # weights, is refused before any memory is allocated for it.
+        with torch.device("meta"):
+            model = cls(cfg)
+        compare_shapes(meta_shapes(model), safetensors_shapes(w_path), f"The drafter weights file {w_path!r}",
+                       "Keep the config.json saved with these weights (or save the drafter again).")
         try:
             state = load_file(w_path, device="cpu")
         except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-            raise GumihoError(
-                f"Drafter weights {w_path!r} cannot be read ({e}); the file is probably truncated "
-                f"or corrupt: download or train it again."
-            ) from None
-        model = cls(cfg)
-        if "draft_vocab_ids" in state:
-            model.draft_vocab_ids = state["draft_vocab_ids"].long()
-        try:
-            missing, unexpected = model.load_state_dict(state, strict=False)
-        except RuntimeError as e:  # tensor shapes differ from what config.json describes
-            detail = next((ln.strip() for ln in str(e).splitlines() if "size mismatch" in ln), str(e).splitlines()[0])
-            raise GumihoError(
-                f"Drafter weights {w_path!r} do not match its config.json ({detail}); keep the config.json "
-                f"saved with these weights."
-            ) from None
-        if missing or unexpected:
-            raise GumihoError(
-                f"Drafter weights {w_path!r} do not match its config: missing {missing[:5]}, "
-                f"unexpected {unexpected[:5]}."
-            )
+            raise unreadable(w_path, e, "download or train it again") from None
+        # assign: the parameters become the loaded tensors (the meta ones have no storage).
+        model.load_state_dict(state, strict=True, assign=True)
+        model.draft_vocab_ids = model.draft_vocab_ids.long()
         return model.to(device=device, dtype=dtype).eval()
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
 import torch
 
+from .checkpoint import checkpoint_shapes, compare_shapes, first_line, local_file, meta_shapes
 from .cpulinear import pack_linears
 from .errors import GumihoError
 from .treeattn import use_tree_attention
@@ -207,6 +209,8 @@ class Target:
                 raise GumihoError("The prompt is empty: the conversation has no text; type some text to start from.")
         elif not isinstance(prompt, str):
             raise GumihoError(f"The prompt must be text or a list of chat messages, got {type(prompt).__name__}.")
+        for text in ([m["content"] for m in prompt] if isinstance(prompt, list) else [prompt]):
+            check_text(text, "The prompt")
         tok = self.tokenizer
         if isinstance(prompt, list):
             messages = prompt
@@ -220,6 +224,120 @@ class Target:
             return [int(i) for i in ids]
         text = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in messages)
         return [int(i) for i in tok(text)["input_ids"]]
+
+
+def check_text(text: str, what: str) -> str:
+    """Text a tokenizer can take: valid Unicode. A lone surrogate (half of a UTF-16
+    pair, which JSON's \\ud800 escapes and broken copy-paste produce) cannot be
+    encoded, and tokenizers fail on it with a raw TypeError."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise GumihoError(f"{what} holds an invalid character at position {e.start} (a lone surrogate, "
+                          f"U+{ord(text[e.start]):04X}: half of a character, from a broken copy or escape); "
+                          f"remove it or paste the text again.") from None
+    return text
+
+
+def no_model_folder(name: str) -> GumihoError:
+    """The one answer for a local path that holds no model: the same whether it is
+    missing, a file, or a folder without a config, so the message does not tell a
+    remote user which paths exist on this machine."""
+    return GumihoError(f"Could not load model {name!r}: the path does not exist or is not a model folder (a "
+                       f"folder with config.json and weights). Give such a folder, or a hub id like 'org/name'; "
+                       f"leave it empty for the default.")
+
+
+def looks_like_path(name: str) -> bool:
+    """A hub id is "name" or "org/name"; only something shaped like a file path
+    (absolute, ./ ../ ~, or more than one "/") is read as one."""
+    return (os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1
+            or (os.path.sep != "/" and os.path.sep in name))
+
+
+def is_model_folder(path: str) -> bool:
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json"))
+
+
+def _model_config(name: str):
+    """The model's config, refusing a model that needs its own Python code: gumiho
+    never runs code that comes with a model (transformers would ask on stdin, or with
+    trust_remote_code=True run the repo's .py files)."""
+    from transformers import AutoConfig, PretrainedConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    raw, _ = PretrainedConfig.get_config_dict(name)
+    auto_map = raw.get("auto_map") if isinstance(raw, dict) else None
+    model_type = raw.get("model_type") if isinstance(raw, dict) else None
+    if auto_map and model_type not in CONFIG_MAPPING:
+        where = ", ".join(f"{k} -> {v}" for k, v in list(auto_map.items())[:3]) if isinstance(auto_map, dict) \
+            else str(auto_map)[:80]
+        raise GumihoError(f"Model {name!r} needs its own Python code to load (config.json's auto_map: {where}), "
+                          f"and gumiho never runs code that comes with a model. Use a model transformers "
+                          f"supports natively (Llama, Qwen2, SmolLM, Mistral...).")
+    return AutoConfig.from_pretrained(name, trust_remote_code=False)
+
+
+def _verify_target_weights(name: str, config) -> None:
+    """Refuse a target whose weights do not fill the model its config describes,
+    before from_pretrained allocates it and fills the gaps with random values (see
+    gumiho.checkpoint). The model is built on the meta device for its shapes; the
+    checkpoint's names go through transformers' own renaming rules (legacy names, a
+    base model's checkpoint without the head's prefix) before they are compared."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import cached_file
+
+    if getattr(config, "quantization_config", None) is not None:
+        return  # a quantizer rewrites names and shapes; the loading report below still checks it
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    expected = meta_shapes(model)
+
+    def locate(fname):
+        if os.path.isdir(name):
+            return local_file(name)(fname)
+        return cached_file(name, fname, _raise_exceptions_for_missing_entries=False)
+
+    found = checkpoint_shapes(name, locate)
+    rename = _checkpoint_renamer(model, expected)
+    renamed, reshaped = {}, set()
+    for key, shape in found.items():
+        new, converted = rename(key)
+        renamed[new] = shape
+        if converted:
+            reshaped.add(new)
+    ignore = [re.compile(p) for p in (getattr(model, "_keys_to_ignore_on_load_unexpected", None) or [])]
+    tied = set(getattr(model, "all_tied_weights_keys", None) or {})
+    compare_shapes(expected, renamed, f"The checkpoint of model {name!r}",
+                   "Give the folder with all of the model's weights files next to the config.json they were "
+                   "saved with.", may_miss=tied,
+                   may_add=lambda k: k.endswith("rotary_emb.inv_freq") or any(p.search(k) for p in ignore),
+                   any_shape=reshaped)
+
+
+def _checkpoint_renamer(model, expected: dict):
+    """checkpoint key -> (model key, whether a conversion reshapes it), by the rules
+    from_pretrained applies; without them (another transformers), the base-model
+    prefix alone."""
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightConverter, rename_source_key
+
+        transforms = get_model_conversion_mapping(model)
+        renamings = [t for t in transforms if not isinstance(t, WeightConverter)]
+        converters = [t for t in transforms if isinstance(t, WeightConverter)]
+
+        def rename(key):
+            new, pattern = rename_source_key(key, renamings, converters, prefix or None, expected)
+            return new, pattern is not None
+        return rename
+    except (ImportError, AttributeError, TypeError):
+        def rename(key):
+            if key not in expected and prefix and f"{prefix}.{key}" in expected:
+                return f"{prefix}.{key}", False
+            return key, False
+        return rename
 
 
 def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None,
@@ -240,21 +358,28 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
             model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=dt)
             label = DEFAULT_TARGET_LABEL
         else:
-            # A hub id is "name" or "org/name"; only something shaped like a file path
-            # (absolute, ./ ../ ~, or more than one "/") is reported as a missing folder.
-            looks_like_path = (os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1
-                               or (os.path.sep != "/" and os.path.sep in name))
-            if looks_like_path and not os.path.exists(os.path.expanduser(name)):
-                raise GumihoError(f"Model path {name!r} does not exist; give an existing folder with "
-                                  f"config.json and weights, or a hub id like 'org/name'.")
-            name = os.path.expanduser(name) if looks_like_path else name
-            tok = AutoTokenizer.from_pretrained(name)
-            model = AutoModelForCausalLM.from_pretrained(name, dtype=dt)
+            as_path = looks_like_path(name)
+            # transformers reads an existing local path before the hub: it must then be a model folder.
+            if (as_path or os.path.exists(name)) and not is_model_folder(os.path.expanduser(name)):
+                raise no_model_folder(name)
+            name = os.path.expanduser(name) if as_path else name
+            # trust_remote_code=False everywhere: never a question on stdin, never a repo's code run.
+            config = _model_config(name)
+            _verify_target_weights(name, config)
+            tok = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
+            model, info = AutoModelForCausalLM.from_pretrained(name, config=config, dtype=dt, trust_remote_code=False,
+                                                               output_loading_info=True)
+            # The check above runs before allocating; this is transformers' own report, after.
+            gaps = list(info.get("missing_keys") or []) + [str(k) for k in info.get("mismatched_keys") or []]
+            if gaps:
+                raise GumihoError(f"The weights of model {name!r} do not fill the model its config describes "
+                                  f"({len(gaps)} tensor(s) missing or of another shape, e.g. {sorted(gaps)[0]!r}); "
+                                  f"refusing random values. Give the folder with all of the model's weights.")
             label = name
     except GumihoError:
         raise
-    except (OSError, ValueError, EnvironmentError) as e:
-        first = str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else type(e).__name__
+    except Exception as e:  # OSError, ValueError, or whatever else a foreign model's files make transformers throw
+        first = first_line(e)[:300]
         from huggingface_hub import constants as hub_constants
 
         offline = " Offline mode is on (HF_HUB_OFFLINE), so only models already downloaded can load." \
@@ -325,6 +450,9 @@ def load_drafter(path: str, target: Target, dtype: Optional[str] = None):
     from .drafter import Drafter
     from .official import is_official_source, load_official
 
+    if not isinstance(target, Target):
+        raise GumihoError(f"load_drafter needs the loaded target the drafter will draft for, got "
+                          f"{type(target).__name__}: call load_drafter(path, load_target(...)).")
     if not isinstance(path, str) or not path.strip():
         raise GumihoError("No drafter path given: pass a drafter folder (config.json + model.safetensors), an "
                           "official Gumiho checkpoint, or train one with `python -m gumiho.train`.")
@@ -336,7 +464,16 @@ def load_drafter(path: str, target: Target, dtype: Optional[str] = None):
     dt = drafter_dtype(target, dtype)
     if is_official_source(path):
         return load_official(path, target, dtype=dt)
-    drafter = Drafter.load(path, device=target.device, dtype=dt)
+    folder = os.path.expanduser(path.strip())
+    if not (os.path.isfile(os.path.join(folder, "config.json"))
+            and os.path.isfile(os.path.join(folder, "model.safetensors"))):
+        # One answer for a missing path, an ordinary file and a folder without a
+        # drafter, so that it does not tell a remote user which paths exist here.
+        raise GumihoError(f"There is no drafter at {path!r}: the path does not exist or is not a drafter. A drafter "
+                          f"folder must hold config.json and model.safetensors (written by `python -m gumiho.train`); "
+                          f"an official Gumiho checkpoint is a pytorch_model.bin or .safetensors file, a folder "
+                          f"holding one, or a hub id like 'amd/Gumiho-vicuna-7b'.")
+    drafter = Drafter.load(folder, device=target.device, dtype=dt)
     drafter.attach_target(target.model)
     return drafter
 

@@ -33,14 +33,13 @@ naming the key and both shapes.
 from __future__ import annotations
 
 import os
-import pickle
 import re
-import zipfile
 from typing import Optional
 
 import torch
 
 from .drafter import Drafter, DrafterConfig
+from .checkpoint import first_line, read_torch_pickle, unreadable
 from .errors import GumihoError
 
 # RMSNorm epsilon the released drafters were trained with (the authors' per-target
@@ -53,6 +52,7 @@ TRAINED_RMS_NORM_EPS = {
 }
 # Files looked for in a local folder or a hub repo, in this order.
 CHECKPOINT_FILES = ("pytorch_model.bin", "model.safetensors")
+CHECKPOINT_SUFFIXES = (".bin", ".pt", ".pth", ".safetensors")
 EMBED_KEY = "embed_tokens.weight"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -99,7 +99,9 @@ def is_official_source(source: str) -> bool:
         return False
     source = os.path.expanduser(source.strip())
     if os.path.isfile(source):
-        return True
+        # Only a file named like a checkpoint: any other file (a text file, say) is no
+        # drafter, and is answered as a path that holds none (see load_drafter).
+        return source.endswith(CHECKPOINT_SUFFIXES)
     if os.path.isdir(source):
         return not os.path.exists(os.path.join(source, "config.json")) and any(
             os.path.exists(os.path.join(source, f)) for f in CHECKPOINT_FILES)
@@ -134,7 +136,7 @@ def _download(repo_id: str, revision: Optional[str]) -> str:
         try:
             return huggingface_hub.hf_hub_download(repo_id, name, revision=revision)
         except (hub_errors.RepositoryNotFoundError, hub_errors.GatedRepoError) as e:
-            raise GumihoError(f"Hub repo {repo_id!r} cannot be read ({_first_line(e)}): check the id, "
+            raise GumihoError(f"Hub repo {repo_id!r} cannot be read ({first_line(e)}): check the id, "
                               f"and log in (`hf auth login`) if it is gated.") from None
         except hub_errors.RevisionNotFoundError:
             raise GumihoError(f"Hub repo {repo_id!r} has no revision {revision!r}.") from None
@@ -144,12 +146,7 @@ def _download(repo_id: str, revision: Optional[str]) -> str:
     hint = ("offline mode is on (HF_HUB_OFFLINE), so only files already downloaded can load" if offline
             else "check the id and the network")
     raise GumihoError(f"Could not get {' or '.join(CHECKPOINT_FILES)} from hub repo {repo_id!r} "
-                      f"({_first_line(last)}); {hint}. No local folder of that name exists either.")
-
-
-def _first_line(e) -> str:
-    text = str(e).strip() if e is not None else ""
-    return text.splitlines()[0].rstrip(".") if text else type(e).__name__
+                      f"({first_line(last)}); {hint}. No local folder of that name exists either.")
 
 
 def read_checkpoint(path: str) -> dict[str, torch.Tensor]:
@@ -161,30 +158,11 @@ def read_checkpoint(path: str) -> dict[str, torch.Tensor]:
         try:
             state = load_file(path, device="cpu")
         except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-            raise GumihoError(f"Drafter weights {path!r} cannot be read ({_first_line(e)}); the file is "
-                              f"probably truncated or corrupt: download it again.") from None
-    else:
-        try:
-            # weights_only: tensors and plain containers only, never arbitrary objects.
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
-        except pickle.UnpicklingError as e:
-            found = re.search(r"GLOBAL ([\w.]+)", str(e))
-            what = f"it references {found.group(1)}" if found else "it holds more than tensors"
-            raise GumihoError(
-                f"Refusing to load {path!r}: {what}. Unpickling it could run arbitrary code, so only a plain "
-                f"dict of tensors is accepted (re-save it as safetensors, or get it from the original source)."
-            ) from None
-        except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as e:
-            raise GumihoError(f"Drafter weights {path!r} cannot be read ({_first_line(e)}); the file is "
-                              f"probably truncated or corrupt: download it again.") from None
-    if not isinstance(state, dict) or not state:
-        raise GumihoError(f"Drafter weights {path!r} are not a state dict (a dict of named tensors); "
-                          f"found {type(state).__name__}.")
-    for k, v in state.items():
-        if not isinstance(k, str) or not isinstance(v, torch.Tensor):
-            raise GumihoError(f"Drafter weights {path!r} are not a plain state dict: entry {k!r} holds "
-                              f"{type(v).__name__}, not a tensor.")
-    return state
+            raise unreadable(path, e) from None
+        if not state:
+            raise GumihoError(f"Weights file {path!r} holds no tensors; download it again.")
+        return state
+    return read_torch_pickle(path)
 
 
 # ----------------------------------------------------------------------------- mapping

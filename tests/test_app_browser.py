@@ -145,3 +145,54 @@ def test_race_walkthrough_and_screenshot(server, browser):
     assert page.locator("#gm-walk-text .current-step").count() == 1
     page.close()
     other.close()
+
+
+def test_bad_seed_hostile_text_and_stop_leave_the_page_usable(server, browser):
+    """A negative seed is refused with a message and Run comes back (the framework's
+    own check of the box used to end the run's events midway, leaving the page
+    waiting); markup in the target box shows as text in the toast, not as an
+    element; Stop during a long race keeps the tokens produced until then."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(server.url)
+    page.wait_for_selector("#gm-run:not([disabled])", timeout=MODEL_READY_S)
+    page.click("text=Settings")
+    set_number(page, "Max new tokens", 4)
+    seed = page.get_by_label("Seed (sampling)")
+    seed.fill("-5")
+    seed.press("Enter")
+    page.wait_for_timeout(300)
+    page.click("#gm-run")
+    page.wait_for_selector("#gm-status:has-text('Seed must be a whole number from 0 to 2147483647; got -5')",
+                           timeout=30_000)
+    page.wait_for_selector(".toast-body:has-text('Seed must be a whole number')", timeout=10_000)
+    page.wait_for_selector("#gm-run:not([disabled])", timeout=10_000)
+    seed.fill("0")
+
+    hostile = "<img src=x onerror=alert(1)>"
+    page.click("text=Advanced: another target model")
+    target = page.get_by_label("Target model id or folder (empty = default)")
+    target.fill(hostile)
+    page.click("#gm-run")
+    page.wait_for_selector(".toast-body:has-text('is not a valid hub id')", timeout=60_000)
+    assert hostile in page.inner_text(".toast-body:has-text('is not a valid hub id')")  # shown as text
+    assert page.evaluate("() => document.querySelectorAll('.toast-body img, #gm-status img').length") == 0
+    page.wait_for_selector("#gm-run:not([disabled])", timeout=10_000)
+    target.fill("")
+    page.click("#gm-run")  # and a good request runs as ever
+    page.wait_for_selector("#gm-result .gm-result:has-text('Speedup')", timeout=RUN_S)
+    page.wait_for_selector("#gm-run:not([disabled])", timeout=60_000)
+
+    page.fill("#gm-prompt textarea", "Write a very long story about a dragon who learns to bake bread. "
+                                     "Make it at least two thousand words long.")
+    set_number(page, "Max new tokens", 512)
+    page.click("#gm-run")
+    page.wait_for_function("() => { const m = /alone… (\\d+)\\/512/.exec(document.querySelector('#gm-status')"
+                           ".innerText); return m && +m[1] >= 10; }", timeout=RUN_S)
+    page.click("#gm-stop")
+    page.wait_for_selector("#gm-result .gm-result.stopped", timeout=RUN_S)
+    page.wait_for_selector("#gm-run:not([disabled])", timeout=60_000)
+    tokens = int(page.inner_text("#gm-vanilla-stats .cell:last-child .v"))
+    assert tokens >= 10, page.inner_text("#gm-vanilla-stats")
+    assert page.locator("#gm-vanilla .tok").count() >= 1
+    assert "Stopped" in page.inner_text("#gm-status")
+    page.close()

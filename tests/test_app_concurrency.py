@@ -1,9 +1,13 @@
 """Eight sessions at once through the app's API (gradio_client): all are served
 (the queue runs one generation at a time), every answer belongs to its own
-prompt, and the server's memory stays flat over repeated rounds."""
+prompt, and the server's memory stays flat over repeated rounds. A cancelled
+request stops generating, and hostile requests get messages."""
 from __future__ import annotations
 
+import json
 import random
+import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import gradio_client
@@ -82,3 +86,70 @@ def test_bad_requests_get_messages_and_the_app_keeps_serving():
         assert not r["ok"] and words in r["message"], (kw.get("prompt", "")[:20], kw, r["message"])
     ok = client.predict("<b>bold</b> & 🦊 ünïcödé", api_name="/race", max_new_tokens=3, tree_nodes=4)
     assert ok["ok"] and ok["prompt"] == "<b>bold</b> & 🦊 ünïcödé"
+
+
+LONG = ("Write a very long story about a dragon who learns to bake bread. Make it at least two thousand words "
+        "long.")
+
+
+def _timed_short_request(client) -> float:
+    t0 = time.perf_counter()
+    r = client.predict("Say hi.", 8, api_name="/race")
+    assert r["ok"], r["message"]
+    return time.perf_counter() - t0
+
+
+def test_cancelled_requests_free_the_model_within_a_second():
+    """A client that submits a long race and cancels it: the generation stops, so the
+    next request waits about a second at most, also after four cancels in a row."""
+    server = running_app()
+    client = gradio_client.Client(server.url, verbose=False)
+    baseline = min(_timed_short_request(client) for _ in range(2))
+    waits = {}
+    for n in (1, 4):
+        for _ in range(n):
+            job = client.submit(LONG, 512, api_name="/race")
+            time.sleep(1.0 if n == 1 else 0.65)
+            job.cancel()
+        waits[n] = _timed_short_request(client)
+    print(f"\nnext request ('Say hi.', 8 tokens): {baseline:.2f} s alone, {waits[1]:.2f} s after 1 cancelled long "
+          f"request, {waits[4]:.2f} s after 4")
+    for n, wait in waits.items():
+        assert wait - baseline < 1.0, (f"after {n} cancelled requests the next one took {wait:.1f} s "
+                                       f"({baseline:.1f} s alone)")
+
+
+def test_hostile_requests_get_messages(tmp_path):
+    server = running_app()
+    client = gradio_client.Client(server.url, verbose=False)
+    (tmp_path / "notes.txt").write_text("not a drafter\n")
+    cases = [
+        (dict(prompt=42), "The prompt must be text, got int"),
+        (dict(prompt="hi", seed=2**70), "Seed must be a whole number"),
+        (dict(prompt="hi", seed="abc"), "Seed must be a number"),
+        (dict(prompt="hi", target={"a": 1}), "The target model must be text"),
+        (dict(prompt="hi", target="<img src=x onerror=alert(1)>"), "is not a valid hub id"),
+        (dict(prompt="hi", drafter_path=str(tmp_path / "notes.txt")), "does not exist or is not a drafter"),
+        (dict(prompt="hi", drafter_path=str(tmp_path / "missing.txt")), "does not exist or is not a drafter"),
+    ]
+    for kw, words in cases:
+        r = client.predict(api_name="/race", **kw)
+        assert not r["ok"] and words in r["message"], (kw, r["message"])
+        assert "Something went wrong" not in r["message"]
+    # A lone surrogate, which the Python client cannot even encode; JSON's escape for it can be sent.
+    r = raw_call(server.url, "race", ["caf\ud800", 8, 0.0, 1.0, 0, 3, 2, 4, "gumiho", "", "", False])
+    assert not r["ok"] and "lone surrogate" in r["message"] and r["prompt"] is None, r
+
+
+def raw_call(url: str, api_name: str, data: list) -> dict:
+    """One call of the HTTP API without the Python client (json.dumps writes a lone
+    surrogate as the escape \\ud800)."""
+    body = json.dumps({"data": data}).encode("ascii")
+    req = urllib.request.Request(f"{url}gradio_api/call/{api_name}", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        event_id = json.loads(r.read())["event_id"]
+    with urllib.request.urlopen(f"{url}gradio_api/call/{api_name}/{event_id}", timeout=120) as r:
+        lines = r.read().decode("utf-8").splitlines()
+    done = lines.index("event: complete")
+    return json.loads(lines[done + 1][len("data: "):])[0]

@@ -306,6 +306,7 @@ def test_runs_registry_stop_and_end():
 
 
 def test_in_background_yields_progress_then_result_and_raises_errors():
+    import asyncio
     import time
     from concurrent.futures import ThreadPoolExecutor
 
@@ -316,16 +317,23 @@ def test_in_background_yields_progress_then_result_and_raises_errors():
     def bad():
         raise GumihoError("bad")
 
+    async def collect(gen):
+        return [item async for item in gen]
+
     with ThreadPoolExecutor(1) as pool:
-        out = list(in_background(slow, pool.submit, poll_s=0.01))
+        out = asyncio.run(collect(in_background(slow, pool.submit, poll_s=0.01)))
         assert out[-1] == 42 and out[0] is None  # progress ticks, then the result
         with pytest.raises(GumihoError):
-            list(in_background(bad, pool.submit, poll_s=0.01))
-        # A caller that goes away stops the work.
+            asyncio.run(collect(in_background(bad, pool.submit, poll_s=0.01)))
+
+        # A caller that goes away (the generator closed) stops the work.
+        async def close_early(stop):
+            gen = in_background(slow, pool.submit, stop=stop, poll_s=0.01)
+            await gen.__anext__()
+            await gen.aclose()
+
         stop = threading.Event()
-        gen = in_background(slow, pool.submit, stop=stop, poll_s=0.01)
-        next(gen)
-        gen.close()
+        asyncio.run(close_early(stop))
         assert stop.is_set()
 
 

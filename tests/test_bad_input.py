@@ -1,4 +1,5 @@
 """Every input problem raises GumihoError (a ValueError) whose message names what is wrong."""
+import json
 import math
 import os
 
@@ -227,9 +228,84 @@ def test_missing_or_bad_drafter_files(tmp_path, target):
     other = tiny_target("llama", hidden=48, heads=4, kv_heads=2)
     Drafter(DrafterConfig.for_target(other.config)).save(str(tmp_path / "d4"))
     (tmp_path / "d4" / "config.json").write_text((_saved_drafter(tmp_path, target, "d5") / "config.json").read_text())
-    with pytest.raises(GumihoError, match="do not match its config.json .*size mismatch"):
+    with pytest.raises(GumihoError, match="does not match its config: tensor .* has shape \\[48\\] in the weights"):
         load_drafter(str(tmp_path / "d4"), target)
 
 
 def test_errors_are_value_errors():
     assert issubclass(GumihoError, ValueError)
+
+
+# ----------------------------------------------------------------------------- hostile or careless input
+
+
+@pytest.mark.parametrize("seed", [2**70, -1, 1.5, "abc", True])
+def test_bad_seed(target, seed):
+    with pytest.raises(GumihoError, match=r"seed must be a whole number from 0 to 2\*\*64 - 1, or None"):
+        run(target, [5, 6, 7], max_new_tokens=2, temperature=0.5, seed=seed)
+    assert len(run(target, [5, 6, 7], max_new_tokens=2, temperature=0.5, seed=2**64 - 1)) == 2  # the edge is fine
+
+
+@pytest.mark.parametrize("ids, match", [([-1], r"prompt_ids\[0\] = -1 is not a token id of tiny-llama: its ids run "
+                                               r"from 0 to 95"),
+                                        ([5, 10**7], r"prompt_ids\[1\] = 10000000 is not a token id"),
+                                        ([5, 2.0], r"prompt_ids\[1\] is 2.0, not a token id"),
+                                        ([True], r"prompt_ids\[0\] is True, not a token id"),
+                                        ("hello", "prompt_ids must be a list of token ids"),
+                                        (7, "prompt_ids must be a list of token ids")])
+def test_bad_prompt_ids(target, ids, match):
+    with pytest.raises(GumihoError, match=match):
+        generate(target, prompt_ids=ids, max_new_tokens=2)
+    with pytest.raises(GumihoError, match=match):
+        run(target, ids, max_new_tokens=2)
+
+
+def test_settings_and_tree_given_as_dicts(target):
+    with pytest.raises(GumihoError, match=r"tree must be a TreeSettings.*TreeSettings\(\*\*d\).*got dict"):
+        generate(target, prompt_ids=[5, 6], max_new_tokens=2, tree={"depth": 2})
+    with pytest.raises(GumihoError,
+                       match=r"settings must be a GenerationSettings.*GenerationSettings\(\*\*d\).*got dict"):
+        list(stream(target, [5, 6], None, {"max_new_tokens": 2}))
+    with pytest.raises(GumihoError, match="settings must be a GenerationSettings"):
+        generate(target, prompt_ids=[5, 6], settings={"max_new_tokens": 2})
+
+
+@pytest.mark.parametrize("prompt", ["caf\ud800", [{"role": "user", "content": "hi \udfff there"}]])
+def test_lone_surrogate_in_prompt(chat_target, prompt):
+    with pytest.raises(GumihoError, match=r"The prompt holds an invalid character at position \d+ \(a lone "
+                                          r"surrogate, U\+D[8F]\w\w.*remove it or paste the text again"):
+        chat_target.encode(prompt)
+
+
+def test_load_drafter_without_a_target(tmp_path, target):
+    folder = _saved_drafter(tmp_path, target)
+    with pytest.raises(GumihoError, match=r"load_drafter needs the loaded target .* got NoneType: call "
+                                          r"load_drafter\(path, load_target\(...\)\)"):
+        load_drafter(str(folder), None)
+
+
+def test_drafter_path_that_is_no_drafter_gets_one_answer(tmp_path, target):
+    """A text file, a folder of something else and a missing path are answered alike
+    (no raw unpickler error for the file, and nothing that tells which paths exist)."""
+    (tmp_path / "notes.txt").write_text("hello\n" * 10)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "readme.txt").write_text("x")
+    messages = []
+    for path in (tmp_path / "notes.txt", tmp_path / "other", tmp_path / "missing.txt", tmp_path / "missing"):
+        with pytest.raises(GumihoError, match="does not exist or is not a drafter. A drafter folder must hold "
+                                              "config.json and model.safetensors") as err:
+            load_drafter(str(path), target)
+        messages.append(str(err.value).replace(str(path), "PATH"))
+    assert len(set(messages)) == 1, messages
+
+
+def test_drafter_config_with_bad_sizes(tmp_path, target):
+    folder = _saved_drafter(tmp_path, target)
+    for field, value in (("hidden_size", -5), ("intermediate_size", "big"), ("num_layers", 1.5),
+                         ("rms_norm_eps", 0)):
+        cfg = json.loads((folder / "config.json").read_text())
+        cfg[field] = value
+        (folder / "config.json").write_text(json.dumps(cfg))
+        with pytest.raises(GumihoError, match=f"Drafter setting {field} must be a .*keep the config.json saved"):
+            load_drafter(str(folder), target)
+        _saved_drafter(tmp_path, target)  # restore

@@ -6,7 +6,9 @@ For every prompt the methods run one after the other (vanilla first, then each
 speculative method), so whatever else the machine is doing slows all of them alike.
 A warm-up on the first prompts comes first and is not counted. The table and the
 JSON use the metric words of :mod:`gumiho.metrics`; ``speedup_vs_vanilla`` is
-vanilla's total wall time over the method's, and ``lossless`` counts, at
+vanilla's total wall time over the method's when both wrote the same number of
+tokens on every prompt, else (sampling) the method's tokens/s over vanilla's, and
+``speedup_kind`` says which ("wall time" or "throughput"); ``lossless`` counts, at
 temperature 0, the (prompt, speculative method) pairs whose tokens equal vanilla's.
 
 The core, :func:`run_benchmark`, takes loaded models and is what the tests call;
@@ -29,9 +31,10 @@ import torch
 from .decode import GenerationSettings, stream
 from .errors import GumihoError
 from .machine import cpu_summary
-from .metrics import GenerationStats, summarize
+from .metrics import SPEEDUP_THROUGHPUT, GenerationStats, speedup, speedup_kind, summarize
 from .models import (DEFAULT_TARGET, DEFAULT_TARGET_LABEL, DRAFTER_DTYPES, Target, drafter_dtype, load_drafter, load_target,
                      shipped_drafter_path)
+from .prompts_file import read_prompts
 from .tree import TreeSettings
 from .verifycost import tokens_needed, verify_cost_for
 
@@ -43,7 +46,6 @@ DRAFTER_FLAGS = {"gumiho": "--drafter", "serial": "--serial-drafter", "parallel"
                  "eagle": "--eagle-drafter"}
 TABLE_POSITIONS = 7  # acceptance columns shown in the table (every drafter kind reaches 7)
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROMPT_FORMAT = '{"question_id": ..., "category": "...", "turns": ["first user message", ...]}'
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -58,12 +60,15 @@ class Prompt:
     category: str = ""
     text: str = ""
     ids: Optional[list[int]] = None
+    system: Optional[str] = None  # the prompt file's system message, sent before the prompt
 
 
 def load_prompts(path: str, limit: Optional[int] = None, spread: bool = True) -> list[Prompt]:
-    """Read a JSONL prompt file (one ``{"question_id", "category", "turns"}`` object a
-    line; the first turn is the prompt). Blank lines are skipped. Every problem raises
-    GumihoError naming the file, the line and what a valid line looks like.
+    """The prompts of a prompt file, read by :func:`gumiho.prompts_file.read_prompts`
+    (the reader every command shares: MT-Bench's ``{"question_id", "category",
+    "turns"}`` lines, ``prompt`` / ``messages`` lines, ``.txt`` paragraphs); the first
+    user turn is the prompt, after the record's system message if it has one. Every
+    problem raises GumihoError naming the file, the line and what a valid line looks like.
 
     With ``limit``, ``spread`` takes the prompts category by category in turn (the
     first of each category, then the second of each, ...) and keeps them in file
@@ -72,40 +77,8 @@ def load_prompts(path: str, limit: Optional[int] = None, spread: bool = True) ->
     first ``limit`` prompts either way. ``spread=False`` takes the first ``limit``."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise GumihoError(f"--limit must be a whole number >= 1, got {limit!r}.")
-    if not path or not os.path.exists(path):
-        raise GumihoError(f"Prompt file {path!r} does not exist; give a .jsonl file with one object a line: "
-                          f"{PROMPT_FORMAT}.")
-    if os.path.isdir(path):
-        raise GumihoError(f"Prompt file {path!r} is a folder; give a .jsonl file inside it.")
-    prompts: list[Prompt] = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.readlines()
-    except UnicodeDecodeError as e:
-        raise GumihoError(f"Prompt file {path!r} is not UTF-8 text ({e.reason}); save it as UTF-8 JSONL.") from None
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}, line {n}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise GumihoError(f"{where}: not valid JSON ({e.msg} at column {e.colno}); each line must be one "
-                              f"object like {PROMPT_FORMAT}.") from None
-        if not isinstance(obj, dict):
-            raise GumihoError(f"{where}: expected a JSON object like {PROMPT_FORMAT}, got {type(obj).__name__}.")
-        turns = obj.get("turns")
-        if not isinstance(turns, list) or not turns:
-            raise GumihoError(f'{where}: "turns" must be a non-empty list of strings (the first turn is the prompt).')
-        first = turns[0]
-        if not isinstance(first, str) or not first.strip():
-            raise GumihoError(f'{where}: the first turn must be a non-empty string, got {first!r}.')
-        prompts.append(Prompt(question_id=obj.get("question_id", n), category=str(obj.get("category", "")),
-                              text=first))
-        if limit is not None and not spread and len(prompts) >= limit:
-            break
-    if not prompts:
-        raise GumihoError(f"Prompt file {path!r} has no prompts; add lines like {PROMPT_FORMAT}.")
+    prompts = [Prompt(question_id=c.id, category=c.source, text=c.user_turns[0], system=c.system)
+               for c in read_prompts(path)]
     if limit is None or len(prompts) <= limit:
         return prompts
     if not spread:
@@ -163,7 +136,11 @@ class _MethodTotals:
 
 def _prompt_ids(target: Target, p: Union[Prompt, str, Sequence[int]]) -> list[int]:
     if isinstance(p, Prompt):
-        return list(p.ids) if p.ids is not None else target.encode(p.text)
+        if p.ids is not None:
+            return list(p.ids)
+        if p.system is not None:
+            return target.encode([{"role": "system", "content": p.system}, {"role": "user", "content": p.text}])
+        return target.encode(p.text)
     if isinstance(p, str):
         return target.encode(p)
     return [int(t) for t in p]
@@ -253,6 +230,8 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
                          gen_settings(i, min(settings.warmup_tokens, settings.max_new_tokens)))
 
     totals = {name: _MethodTotals() for name in names}
+    # (vanilla tokens, vanilla wall, method tokens, method wall) per prompt: the speedup's input.
+    pairs = {name: [] for name in names}
     per_prompt = []
     checked = identical = 0
     mismatches = []
@@ -274,6 +253,11 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
                 row["methods"][name] = {"new_tokens": run.stats.new_tokens, "wall_s": round(run.stats.wall_s, 4),
                                         "target_forwards": run.stats.target_forwards,
                                         "finish_reason": run.finish_reason}
+            if "vanilla" in runs:
+                van_run = runs["vanilla"].stats
+                for name in names:
+                    pairs[name].append((van_run.new_tokens, van_run.wall_s, runs[name].stats.new_tokens,
+                                        runs[name].stats.wall_s))
             if greedy and "vanilla" in runs:
                 ref = runs["vanilla"].tokens
                 for name in spec_names:
@@ -292,10 +276,10 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
         if bar is not None:
             bar.close()
 
-    van = totals.get("vanilla")
     methods = {}
     for name in names:
         st = totals[name].stats
+        sp = speedup(pairs[name]) if pairs[name] else None
         depth = max(_depth(drafters[name]), TABLE_POSITIONS) if drafters[name] is not None else 0
         methods[name] = {
             "new_tokens": st.new_tokens,
@@ -305,8 +289,10 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
             "tau": round(st.tau, 4),
             "acceptance_by_position": [round(a, 4) for a in st.acceptance_by_position(depth)],
             "conditional_acceptance_by_position": [round(a, 4) for a in st.conditional_acceptance_by_position(depth)],
-            "speedup_vs_vanilla": (round(van.stats.wall_s / st.wall_s, 4)
-                                   if van is not None and st.wall_s > 0 else None),
+            "speedup_vs_vanilla": None if sp is None else round(sp, 4),
+            # "wall time" (the same tokens as vanilla on every prompt) or "throughput" (tokens/s: sampled
+            # runs of different lengths, where wall times would credit whoever stopped sooner).
+            "speedup_kind": speedup_kind(pairs[name]) if sp is not None else None,
             # Extra keys (not part of the fixed contract above).
             "verify_steps": st.verify_steps,
             "mean_drafted": round(st.mean_drafted, 3),
@@ -358,6 +344,15 @@ def _progress(total: int, enabled: bool):
 # ----------------------------------------------------------------------------- table
 
 
+def _speedup_words(record: dict) -> str:
+    """How the table's speedups were computed, in the words the record's kinds call for."""
+    kinds = {m.get("speedup_kind") for m in record["methods"].values()}
+    if SPEEDUP_THROUGHPUT not in kinds:
+        return "speedup = vanilla wall / method wall (the same tokens on every prompt)."
+    return ("speedup (tok/s) = method tokens/s / vanilla tokens/s: sampling wrote texts of other lengths, so "
+            "wall times are not compared.")
+
+
 def format_table(record: dict) -> str:
     """A plain-text table of the record's methods."""
     head = ["method", "new tok", "wall s", "tok/s", "fwd", "tau"]
@@ -367,16 +362,18 @@ def format_table(record: dict) -> str:
         acc = list(m["acceptance_by_position"][:TABLE_POSITIONS])
         acc_cells = [f"{a:.2f}" for a in acc] + ["-"] * (TABLE_POSITIONS - len(acc))
         sp = m["speedup_vs_vanilla"]
+        # A throughput ratio is marked, so that a glance at the table tells it from a wall-time one.
+        mark = " (tok/s)" if m.get("speedup_kind") == SPEEDUP_THROUGHPUT else ""
         rows.append([name, str(m["new_tokens"]), f"{m['wall_s']:.2f}", f"{m['tokens_per_s']:.1f}",
                      str(m["target_forwards"]), f"{m['tau']:.2f}"] + acc_cells
-                    + ["-" if sp is None else f"{sp:.2f}x"])
+                    + ["-" if sp is None else f"{sp:.2f}x{mark}"])
     widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
     lines = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(r, widths)))
              for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     ll = record["lossless"]
     notes = [f"a1..a{TABLE_POSITIONS}: acceptance by position (share of verify steps with accepted draft "
-             f"length >= d); tau = new tokens / target forwards; speedup = vanilla wall / method wall."]
+             f"length >= d); tau = new tokens / target forwards; " + _speedup_words(record)]
     if record["temperature"] == 0:
         verdict = "OK" if ll["identical"] == ll["checked"] else "MISMATCH"
         notes.append(f"lossless (greedy): {ll['identical']}/{ll['checked']} speculative runs identical to vanilla "
@@ -489,8 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "ablations and the one-layer EAGLE-2 baseline) on the same prompts in one process, "
                     "interleaved per prompt.")
     p.add_argument("--prompts", required=True, metavar="FILE.jsonl",
-                   help='prompt file, one {"question_id", "category", "turns": [...]} object a line; '
-                        "the first turn is the prompt")
+                   help='prompt file, one {"question_id", "category", "turns": [...]} object a line (or '
+                        '{"prompt"} / {"messages"} lines, or a .txt file of paragraphs); the first user turn '
+                        "is the prompt")
     p.add_argument("--limit", type=_positive_int,
                    help="use N prompts, taken category by category in turn so that every category of the file "
                         "is covered (in file order); with --first-n, the first N lines")

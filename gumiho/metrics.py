@@ -9,7 +9,9 @@
 * conditional acceptance at position d = acceptance at d / acceptance at d-1: the
   share of steps that reached position d-1 and also accepted position d.
 * speedup = vanilla wall time / speculative wall time (computed by the benchmark,
-  same prompts, same process).
+  same prompts, same process) when both wrote the same number of tokens on every
+  prompt (greedy decoding); otherwise (sampling) speculative tokens/s / vanilla
+  tokens/s, the "throughput" kind (:func:`speedup`).
 """
 from __future__ import annotations
 
@@ -55,6 +57,36 @@ class GenerationStats:
                                self.verify_steps + other.verify_steps, self.wall_s + other.wall_s,
                                self.draft_s + other.draft_s, self.verify_s + other.verify_s, hist,
                                self.drafted_nodes + other.drafted_nodes)
+
+
+SPEEDUP_WALL_TIME = "wall time"
+SPEEDUP_THROUGHPUT = "throughput"
+
+
+def speedup_kind(pairs: Iterable[tuple]) -> str:
+    """Which speedup compares runs ``pairs`` = (vanilla new tokens, vanilla wall s,
+    method new tokens, method wall s) per prompt: "wall time" when every prompt got
+    as many tokens from both (greedy decoding, or sampling that hit the length limit
+    every time), else "throughput". Sampled runs write texts of different lengths,
+    and taking longer to write more tokens is not slowness (a token count of None,
+    from records that kept none, counts as equal)."""
+    return SPEEDUP_WALL_TIME if all(p[0] == p[2] for p in pairs) else SPEEDUP_THROUGHPUT
+
+
+def speedup(pairs: Iterable[tuple], kind: str | None = None) -> float | None:
+    """The method's speedup over vanilla on ``pairs`` (see :func:`speedup_kind`, which
+    decides ``kind`` when it is None): vanilla's summed wall time over the method's,
+    or the method's tokens per second over vanilla's, both over the summed prompts.
+    None when a time or a token count is 0."""
+    pairs = list(pairs)
+    kind = kind or speedup_kind(pairs)
+    v_wall, m_wall = sum(p[1] for p in pairs), sum(p[3] for p in pairs)
+    if m_wall <= 0 or v_wall <= 0:
+        return None
+    if kind == SPEEDUP_WALL_TIME:
+        return v_wall / m_wall
+    v_tokens, m_tokens = sum(p[0] for p in pairs), sum(p[2] for p in pairs)
+    return (m_tokens / m_wall) / (v_tokens / v_wall) if v_tokens > 0 else None
 
 
 def acceptance_by_position(accepted_hist: list[int], depth: int | None = None) -> list[float]:

@@ -51,12 +51,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from gumiho.models import load_target
     from gumiho.train.distill import distill_conversations
-    from gumiho.train.inputs import read_prompts
+    from gumiho.prompts_file import PromptFileError, read_prompts
 
     torch.set_num_threads(args.threads)
     try:
         convs = read_prompts(args.prompts)[args.skip:args.skip + args.limit]
-    except (OSError, ValueError) as e:
+    except PromptFileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not convs:

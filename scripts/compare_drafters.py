@@ -18,7 +18,9 @@ kind of prompts the set holds, not for either tau alone.
 
 ``--speedup`` asks the same of a timed record (one run with vanilla): each method's
 speedup, vanilla wall time / the method's wall time summed over the same prompts
-(the bench's figure), with a 95% bootstrap interval over prompts. The interval is
+(the bench's figure), with a 95% bootstrap interval over prompts. Where the two
+wrote different numbers of tokens on some prompt (sampling), it is the ratio of
+tokens per second instead (gumiho.metrics.speedup), and the table says so. The interval is
 for this machine in this run: it covers which prompts were drawn, and the timing
 noise of each prompt's run, not another machine or another day.
 
@@ -34,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from benchmark_report import load  # noqa: E402  (records in table order, with their set names)
+from benchmark_report import load, speedup_pairs  # noqa: E402  (records in table order, with their set names)
+from gumiho.metrics import SPEEDUP_THROUGHPUT, speedup, speedup_kind  # noqa: E402  (the clone is on the path)
 
 # What --method is compared with by default: the two ablations, and the one-layer
 # EAGLE-2 baseline where every record ran it (records from before it have none).
@@ -78,15 +81,12 @@ def tau_difference(rows, resamples: int = 10000, seed: int = 0):
                      resamples, seed)
 
 
-def paired_walls(record: dict, method: str) -> list[tuple[float, float]]:
-    """(vanilla wall seconds, ``method``'s wall seconds) per prompt that both ran."""
-    return [(p["methods"]["vanilla"]["wall_s"], p["methods"][method]["wall_s"]) for p in record["per_prompt"]
-            if "vanilla" in p["methods"] and method in p["methods"]]
-
-
-def speedup_interval(rows, resamples: int = 10000, seed: int = 0):
-    """sum(vanilla) / sum(method) over the rows of paired_walls, with its bootstrap interval."""
-    return bootstrap(rows, lambda sample: sum(r[0] for r in sample) / sum(r[1] for r in sample), resamples, seed)
+def speedup_interval(rows, resamples: int = 10000, seed: int = 0, kind: str | None = None):
+    """The speedup over the rows of benchmark_report.speedup_pairs (of ``kind``, by default
+    as gumiho.metrics.speedup_kind decides on all the rows, so that every resample
+    takes the same kind of ratio), with its bootstrap interval."""
+    kind = kind or speedup_kind(rows)
+    return bootstrap(rows, lambda sample: speedup(sample, kind), resamples, seed)
 
 
 def speedups(paths, methods=None, resamples: int = 10000) -> str:
@@ -94,6 +94,7 @@ def speedups(paths, methods=None, resamples: int = 10000) -> str:
     methods = methods or ("gumiho", *default_against(paths))
     lines = ["| set | prompts | " + " | ".join(f"{m} speedup (95% interval)" for m in methods) + " |",
              "|" + "---|" * (2 + len(methods))]
+    throughputs = 0
     for name, stem, record in load(paths):
         missing = [m for m in ("vanilla", *methods) if m not in record["methods"]]
         if missing:
@@ -101,11 +102,19 @@ def speedups(paths, methods=None, resamples: int = 10000) -> str:
                              f"with --methods vanilla,{','.join(methods)}")
         cells, n = [], 0
         for m in methods:
-            rows = paired_walls(record, m)
+            rows = speedup_pairs(record, m)
             n = len(rows)
-            r, lo, hi = speedup_interval(rows, resamples)
-            cells.append(f"{r:.2f}x ({lo:.2f}x to {hi:.2f}x)")
+            kind = speedup_kind(rows)
+            throughputs += kind == SPEEDUP_THROUGHPUT
+            r, lo, hi = speedup_interval(rows, resamples, kind=kind)
+            cells.append(f"{r:.2f}x ({lo:.2f}x to {hi:.2f}x)"
+                         + (f", {SPEEDUP_THROUGHPUT}" if kind == SPEEDUP_THROUGHPUT else ""))
         lines.append(f"| {name} | {n} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("speedup = vanilla wall time / method wall time, summed over the prompts"
+                 + (" (both wrote the same tokens on every prompt)." if not throughputs else
+                    "; marked throughput: method tokens/s / vanilla tokens/s, where the two wrote different "
+                    "numbers of tokens on some prompt (sampling), so wall times are not compared."))
     return "\n".join(lines)
 
 

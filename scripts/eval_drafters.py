@@ -33,9 +33,9 @@ def benchmark_sequences(target, prompts_file: str, limit: int | None, max_new_to
     from gumiho.train import data as tdata
     from gumiho.train import shards
     from gumiho.train.distill import distill_conversations
-    from gumiho.train.inputs import Conversation
+    from gumiho.prompts_file import Conversation
 
-    convs = [Conversation(id=str(p.question_id), source=p.category, user_turns=[p.text])
+    convs = [Conversation(id=str(p.question_id), source=p.category, user_turns=[p.text], system=p.system)
              for p in load_prompts(prompts_file, limit)]
     packed = distill_conversations(target.model, target.tokenizer, convs, batch_size=len(convs),
                                    max_new_tokens=max_new_tokens)

@@ -6,9 +6,13 @@ cd "$(dirname "$0")/.."
 PY=${PY:-python}
 LIMIT=${LIMIT:-10}
 MAX_NEW=${MAX_NEW:-64}
+OUT=${OUT:-benchmarks/results}   # another folder (and REPORT=0) to compare candidate drafters first
+REPORT=${REPORT:-1}
+mkdir -p "$OUT"
 for set in mt_bench humaneval gsm8k alpaca qa sum; do
   "$PY" -m gumiho.bench --prompts "benchmarks/prompts/$set.jsonl" --limit "$LIMIT" --max-new-tokens "$MAX_NEW" \
-    --methods vanilla,gumiho,serial,parallel --out "benchmarks/results/$set.json" --no-progress
+    --methods vanilla,gumiho,serial,parallel --out "$OUT/$set.json" --no-progress
 done
+[[ $REPORT == 1 ]] || exit 0
 "$PY" scripts/benchmark_report.py benchmarks/results/*.json --out BENCHMARKS.md --commands scripts/run_benchmarks.sh \
   --notes benchmarks/notes.md

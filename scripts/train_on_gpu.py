@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))  # run from a clone: the package is the folder abo
 def deal_prompts(files: list[str], work: Path, n: int, seed: int) -> dict:
     """One seeded shuffle of the distinct prompts of ``files`` (any format
     gumiho.train.distill reads), dealt into ``n`` JSONL files."""
-    from gumiho.train.inputs import read_prompts
+    from gumiho.prompts_file import read_prompts
     from gumiho.train.prompts import write_jsonl
 
     seen, convs = set(), []
@@ -255,11 +255,11 @@ def main(argv=None) -> int:
         run["elapsed_s"] = round(time.time() - t0, 1)
         (work / "run.json").write_text(json.dumps(run, indent=2))
 
-    from gumiho.train.inputs import PromptFileError
+    from gumiho.prompts_file import PromptFileError
 
     try:
         run["prompts"] = deal_prompts(a.prompts.split(","), work, a.writers, a.seed)
-    except (OSError, PromptFileError) as e:
+    except PromptFileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     t = time.time()

@@ -103,6 +103,46 @@ def test_vanilla_runs_first_and_sampling_is_not_checked():
     assert "not checked" in format_table(rec)
 
 
+def test_speedup_at_temperature_is_a_throughput_ratio():
+    """Sampling writes texts of other lengths: dividing wall times would credit whichever
+    method stopped sooner, so the speedup is the ratio of tokens per second, and the
+    record says so. An 8-token vocabulary makes EOS likely, so lengths differ."""
+    target = tiny_target("llama", vocab=8, seed=1)
+    drafters = {"vanilla": None, "gumiho": random_drafter(target, "gumiho")}
+    prompts = id_prompts(6, vocab=8)
+    rec = run_benchmark(target, drafters, prompts, settings(max_new_tokens=24, temperature=0.8, seed=5))
+    van, g = rec["methods"]["vanilla"], rec["methods"]["gumiho"]
+    assert any(r["methods"]["vanilla"]["new_tokens"] != r["methods"]["gumiho"]["new_tokens"]
+               for r in rec["per_prompt"])
+    assert van["new_tokens"] != g["new_tokens"]  # so the two ratios differ
+    assert g["speedup_kind"] == "throughput" and van["speedup_kind"] == "wall time"
+    assert van["speedup_vs_vanilla"] == 1.0
+    tput = (g["new_tokens"] / g["wall_s"]) / (van["new_tokens"] / van["wall_s"])
+    assert g["speedup_vs_vanilla"] == pytest.approx(tput, rel=1e-3)
+    assert g["speedup_vs_vanilla"] != pytest.approx(van["wall_s"] / g["wall_s"], rel=1e-3)  # the old, wrong figure
+    table = format_table(rec)
+    assert "x (tok/s)" in table and "wall times are not compared" in table
+    # Greedy: the same tokens on every prompt, so wall times compare.
+    greedy = run_benchmark(target, drafters, prompts[:2], settings(max_new_tokens=8))
+    assert {m["speedup_kind"] for m in greedy["methods"].values()} == {"wall time"}
+    assert "(tok/s)" not in format_table(greedy) and "vanilla wall / method wall" in format_table(greedy)
+
+
+def test_speedup_kinds_on_hand_made_runs():
+    from gumiho.metrics import speedup, speedup_kind
+
+    # The issue's case in miniature: vanilla wrote 64 tokens in 4 s, Gumiho 40 in 2 s.
+    pairs = [(64, 4.0, 40, 2.0)]
+    assert speedup_kind(pairs) == "throughput" and speedup(pairs) == pytest.approx((40 / 2) / (64 / 4))
+    assert speedup(pairs, "wall time") == 2.0  # what the bench printed before
+    same = [(64, 4.0, 64, 2.0), (10, 1.0, 10, 1.0)]
+    assert speedup_kind(same) == "wall time" and speedup(same) == pytest.approx(5.0 / 3.0)
+    # Per-prompt counts that differ but add up alike still say throughput (and give the same figure).
+    mixed = [(10, 1.0, 12, 1.0), (12, 1.0, 10, 1.0)]
+    assert speedup_kind(mixed) == "throughput" and speedup(mixed) == pytest.approx(1.0)
+    assert speedup([(0, 1.0, 5, 1.0)]) is None and speedup([(5, 1.0, 5, 0.0)]) is None
+
+
 def test_core_rejects_bad_settings():
     target = tiny_target("llama")
     with pytest.raises(GumihoError, match="max_new_tokens"):
@@ -148,25 +188,15 @@ def test_load_prompts_limit_spreads_over_categories(tmp_path):
     assert len(load_prompts(path, limit=12)) == 12 and len(load_prompts(path, limit=99)) == 12
 
 
-@pytest.mark.parametrize("text, match", [
-    ('{"turns": ["ok"]}\n{"turns": ["ok"\n', r"line 2: not valid JSON"),
-    ('{"turns": ["ok"]}\n\n[1, 2]\n', r"line 3: expected a JSON object"),
-    ('{"question_id": 1, "turns": []}\n', r'line 1: "turns" must be a non-empty list'),
-    ('{"question_id": 1, "prompt": "hi"}\n', r'line 1: "turns" must be a non-empty list'),
-    ('{"question_id": 1, "turns": ["   "]}\n', r"line 1: the first turn must be a non-empty string"),
-    ("", r"has no prompts"),
-    ("\n  \n", r"has no prompts"),
-])
-def test_load_prompts_bad_files(tmp_path, text, match):
-    with pytest.raises(GumihoError, match=match):
-        load_prompts(write(tmp_path, text))
-
-
-def test_load_prompts_missing_and_bad_limit(tmp_path):
+def test_load_prompts_uses_the_shared_reader_and_checks_limit(tmp_path):
+    """Bad records are refused by gumiho.prompts_file (tests/test_prompts_file.py has one
+    test per kind); the bench adds only the selection, and takes every shape it reads."""
+    with pytest.raises(GumihoError, match=r"line 2: not valid JSON"):
+        load_prompts(write(tmp_path, '{"turns": ["ok"]}\n{"turns": ["ok"\n'))
     with pytest.raises(GumihoError, match="does not exist"):
         load_prompts(str(tmp_path / "nope.jsonl"))
-    with pytest.raises(GumihoError, match="is a folder"):
-        load_prompts(str(tmp_path))
+    assert [p.text for p in load_prompts(write(tmp_path, '{"question_id": 1, "prompt": "hi"}\n'))] == ["hi"]
+    assert [p.text for p in load_prompts(write(tmp_path, "One.\n\nTwo.\n", "p.txt"))] == ["One.", "Two."]
     with pytest.raises(GumihoError, match="--limit"):
         load_prompts(write(tmp_path, '{"turns": ["x"]}\n'), limit=0)
 

@@ -1,4 +1,5 @@
-"""The BENCHMARKS.md header names what the numbers depend on: the dtypes and the tree."""
+"""The BENCHMARKS.md header names what the numbers depend on: the dtypes and the tree; a sampled
+record's speedup is a throughput ratio, and the report says so."""
 from helpers import load_script
 
 
@@ -28,3 +29,33 @@ def test_header_names_the_dtypes_and_the_tree():
         "this machine (gumiho.verifycost): at most 11 drafted nodes (drafted nodes per verify step: gumiho 5.2, "
         "serial 4.9), depth 3, top-k 4 at the serial positions, 2 tokens per MLP head and path, "
         "3 paths kept per MLP depth")
+
+
+def _method(tau, tps, speedup, **extra):
+    return {"tau": tau, "acceptance_by_position": [0.5] * 7, "tokens_per_s": tps, "speedup_vs_vanilla": speedup,
+            **extra}
+
+
+def test_speedups_follow_the_kind_of_ratio():
+    report = load_script("benchmark_report")
+    # A record from before speedup_kind, sampled: per prompt vanilla wrote 64 tokens in 4 s, gumiho 40 in 2 s.
+    # Its stored 2.00x divided wall times; the report recomputes tokens/s over tokens/s: 1.25x.
+    old_sampled = {"methods": {"vanilla": _method(1.0, 16.0, 1.0), "gumiho": _method(1.6, 20.0, 2.0)},
+                   "per_prompt": [{"methods": {"vanilla": {"new_tokens": 64, "wall_s": 4.0},
+                                               "gumiho": {"new_tokens": 40, "wall_s": 2.0}}}] * 3}
+    assert report.record_speedup(old_sampled, "gumiho") == (1.25, "throughput")
+    assert report.record_speedup(old_sampled, "vanilla") == (1.0, "wall time")
+    # A greedy record (same tokens): its own figure stands; a new record's kind is taken as written.
+    greedy = {"methods": {"vanilla": _method(1.0, 16.0, 1.0), "gumiho": _method(1.6, 24.0, 1.5123)},
+              "per_prompt": [{"methods": {"vanilla": {"new_tokens": 64, "wall_s": 4.0},
+                                          "gumiho": {"new_tokens": 64, "wall_s": 2.64}}}]}
+    assert report.record_speedup(greedy, "gumiho") == (1.5123, "wall time")
+    new = {"methods": {"vanilla": _method(1.0, 16.0, 1.0, speedup_kind="wall time"),
+                       "gumiho": _method(1.6, 20.0, 1.3, speedup_kind="throughput")}, "per_prompt": []}
+    assert report.record_speedup(new, "gumiho") == (1.3, "throughput")
+    runs = [("MT-Bench", "mt_bench", old_sampled), ("GSM8K", "gsm8k", greedy)]
+    table = report.table(runs)
+    assert "| 20.0 | 1.25x (throughput) |" in table and "| 24.0 | 1.51x |" in table
+    assert "marked (throughput)" in report.speedup_words(runs)
+    assert report.speedup_words(runs[1:]) == ("**speedup** = vanilla wall time / method wall time on the same "
+                                              "prompts.")

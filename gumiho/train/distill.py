@@ -48,7 +48,7 @@ from tqdm import tqdm
 from gumiho.kvcache import cache_layers, new_cache
 from gumiho.models import DEFAULT_TARGET_LABEL, _cache_keyword
 from gumiho.train import launched_processes, shards
-from gumiho.train.inputs import Conversation, read_prompts
+from gumiho.prompts_file import Conversation, PromptFileError, read_prompts
 
 
 # --------------------------------------------------------------------------- prompts -> ids
@@ -569,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Fail on a bad prompt file before spending time loading the model.
         read_prompts(args.prompts)
-    except (OSError, ValueError) as e:
+    except PromptFileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from gumiho.errors import GumihoError

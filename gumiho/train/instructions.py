@@ -54,9 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import GumihoError
-from .inputs import PromptFileError, read_prompts
 from .prompts import write_jsonl
-from .taxonomy import OVERLAP_WORDS, shingles
+from .taxonomy import OVERLAP_WORDS, banned_shingles, shingles
 
 SELF_INSTRUCT = "self-instruct"
 NI_V1 = "natural-instructions-v1"
@@ -294,19 +293,6 @@ def compose(instruction: str, instance_input: str) -> str:
     return f"{instruction}\n\n{instance_input}" if instance_input else instruction
 
 
-def _banned_shingles(paths: list[str]) -> set[tuple[str, ...]]:
-    banned: set[tuple[str, ...]] = set()
-    for path in paths:
-        try:
-            conversations = read_prompts(path)
-        except (OSError, PromptFileError) as e:
-            raise GumihoError(f"cannot read the prompts to exclude from {path}: {e}") from None
-        for conv in conversations:
-            for turn in conv.user_turns:
-                banned |= shingles(turn)
-    return banned
-
-
 def _pick(task: Task, rng: random.Random, per_task: int | None, max_chars: int,
           banned: set, seen: set, dropped: dict) -> list[str]:
     """Up to per_task prompts of one task, drawn in a seeded order; skips are counted."""
@@ -340,7 +326,7 @@ def build(self_instruct: str | Path | None = None, natural_instructions_v1: str 
     per_task None keeps every instance."""
     if self_instruct is None and natural_instructions_v1 is None:
         raise GumihoError("no source given: pass a Self-Instruct or a Natural Instructions v1 folder")
-    banned = _banned_shingles(list(exclude))
+    banned = banned_shingles(list(exclude))
     sources = []
     if self_instruct is not None:
         tree = open_tree(self_instruct, f"a clone or mirror of {SELF_INSTRUCT_URL}")

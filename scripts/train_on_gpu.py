@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -172,7 +173,7 @@ def train_cmd(a, kind: str, data: list[str], work: Path, extra: list[str]) -> li
     return ["-m", "gumiho.train", "--data", ",".join(data), "--out", str(work / kind), "--kind", kind,
             "--batch-tokens", str(a.batch_tokens), "--lr", str(a.lr), "--warmup-steps", str(a.warmup_steps),
             "--epochs", str(a.max_epochs), "--eval-fraction", str(a.eval_fraction), "--precision", a.precision,
-            "--checkpoint-every", "100000", "--seed", str(a.seed), *init, *extra]
+            "--checkpoint-every", "100000", "--seed", str(a.seed), *init, *shlex.split(a.train_options or ""), *extra]
 
 
 def step_time(history: Path) -> float:
@@ -234,6 +235,9 @@ def main(argv=None) -> int:
     p.add_argument("--eval-fraction", type=float, default=0.02)
     p.add_argument("--precision", default="auto")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--train-options", default="", metavar="'OPTIONS'",
+                   help="more python -m gumiho.train options for every kind, in one quoted string: the recipe, e.g. "
+                        "'--feature-layers default --reg-weight 0 --ce-weight 1 --features on-the-fly'")
     p.add_argument("--safety", type=float, default=0.9, help="share of the measured time left that steps may use")
     a = p.parse_args(argv)
     if not a.train_steps and a.probe_steps >= a.warmup_steps:

@@ -99,16 +99,34 @@ def _precision(summary: dict) -> str:
     return "bf16 autocast, float32 weights and optimizer" if summary.get("mixed_precision") == "bf16" else "float32"
 
 
-def precision_text(stages: list[dict]) -> str:
-    """One precision, or the stages of each when they differ (--precision auto picks bf16 only on
-    CPUs with native bf16 matrix units, so stages run on different machines can differ)."""
-    kinds = [_precision(st["s"]) for st in stages]
+def _loss(summary: dict) -> str:
+    c = summary["loss_config"]
+    terms = []
+    if c.get("reg_weight", 1.0):  # summaries written before the option had the regression at weight 1
+        w = c.get("reg_weight", 1.0)
+        terms.append("SmoothL1 on hidden states" if w == 1 else f"{w} x SmoothL1 on hidden states")
+    terms.append(f"{c['ce_weight']} x soft cross-entropy vs the target's distribution")
+    if c.get("top1_weight"):
+        terms.append(f"{c['top1_weight']} x cross-entropy on the target's top token")
+    return (" + ".join(terms) + f", position weight {c['position_decay']}^(d-1), input noise {c['noise']}"
+            + ("" if len(terms) > 1 or c.get("reg_weight", 1.0) else " (cross-entropy only)"))
+
+
+def by_stage(stages: list[dict], describe) -> str:
+    """One description, or the stages of each when they differ."""
+    kinds = [describe(st["s"]) for st in stages]
     if len(set(kinds)) == 1:
         return kinds[0]
     groups: dict[str, list[str]] = {}
     for i, k in enumerate(kinds, start=1):
         groups.setdefault(k, []).append(str(i))
     return "; ".join(f"stage{'s' if len(n) > 1 else ''} {', '.join(n)}: {k}" for k, n in groups.items())
+
+
+def precision_text(stages: list[dict]) -> str:
+    """One precision, or the stages of each when they differ (--precision auto picks bf16 only on
+    CPUs with native bf16 matrix units, so stages run on different machines can differ)."""
+    return by_stage(stages, _precision)
 
 
 def tree_words(method: dict) -> str:
@@ -169,7 +187,7 @@ data (FR-Spec), which cover {100 * s['draft_vocab_coverage']:.1f}% of the held-o
 | token budget | {rows['budget']} |
 | steps | {rows['steps']} |
 | precision | {rows['precision']} |
-| loss | SmoothL1 on hidden states + {s['loss_config']['ce_weight']} x soft cross-entropy vs the target's distribution, position weight {s['loss_config']['position_decay']}^(d-1), input noise {s['loss_config']['noise']} |
+| loss | {by_stage(stages, _loss)} |
 | wall time | {rows['wall']} |
 | held-out top-1 agreement with the target by position ({split}the true tokens fed along the chain; {over}) | {', '.join(f'{a:.2f}' for a in held.get('top1_by_position', []))} |
 

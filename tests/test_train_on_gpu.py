@@ -10,7 +10,7 @@ from helpers import ROOT, load_script
 
 def _args(**over):
     base = dict(batch_tokens=16384, lr=3e-4, warmup_steps=20, max_epochs=1.0, eval_fraction=0.02,
-                precision="auto", seed=0, init_from=None)
+                precision="auto", seed=0, init_from=None, train_options="")
     return argparse.Namespace(**{**base, **over})
 
 
@@ -23,6 +23,17 @@ def test_each_kind_continues_its_own_saved_drafter(tmp_path):
     assert cmd[cmd.index("--kind") + 1] == "serial"
     assert cmd[-2:] == ["--max-steps", "240"]
     assert "--init-from" not in gpu.train_cmd(_args(), "gumiho", ["d0"], tmp_path, [])
+
+
+def test_the_recipe_options_reach_every_trainer(tmp_path):
+    gpu = load_script("train_on_gpu")
+    cmd = gpu.train_cmd(_args(train_options="--feature-layers default --reg-weight 0 --ce-weight 1"), "gumiho",
+                        ["d0"], tmp_path, ["--max-steps", "9"])
+    assert cmd[-8:] == ["--feature-layers", "default", "--reg-weight", "0", "--ce-weight", "1", "--max-steps", "9"]
+    # and gumiho.train accepts them
+    from gumiho.train.__main__ import build_parser
+    parsed = build_parser().parse_args(cmd[2:])
+    assert parsed.feature_layers == "default" and parsed.reg_weight == 0 and parsed.ce_weight == 1
 
 
 @pytest.mark.parametrize("template, message", [

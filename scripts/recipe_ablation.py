@@ -34,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from compare_drafters import tau_difference  # noqa: E402
+from compare_records import per_prompt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = {
@@ -93,13 +94,6 @@ def drafted_method(record: dict) -> str:
     return next(m for m in record["methods"] if m != "vanilla")
 
 
-def per_prompt(record: dict) -> dict:
-    """question id -> (new tokens, target forwards) of the record's speculative method."""
-    m = drafted_method(record)
-    return {p["question_id"]: (p["methods"][m]["new_tokens"], p["methods"][m]["target_forwards"])
-            for p in record["per_prompt"] if m in p["methods"]}
-
-
 def report(args) -> str:
     out = Path(args.out)
     arms = [a for a in arm_list(args.arms) if (out / a / "training_summary.json").exists()]
@@ -124,13 +118,13 @@ def report(args) -> str:
         lines += [f"MT-Bench, {tree} tree: tau and the difference to `paper` (paired 95% bootstrap interval over "
                   f"prompts)", "", "| arm | prompts | tau | acceptance at d=1..5 | vs paper | lossless |",
                   "|---|---|---|---|---|---|"]
-        base = per_prompt(recs["paper"]) if "paper" in recs else None
+        base = per_prompt(recs["paper"], drafted_method(recs["paper"])) if "paper" in recs else None
         for a, rec in recs.items():
             m = rec["methods"][drafted_method(rec)]
             acc = " ".join(f"{x:.2f}" for x in m.get("acceptance_by_position", [])[:5])
             diff = ""
             if base is not None and a != "paper":
-                mine = per_prompt(rec)
+                mine = per_prompt(rec, drafted_method(rec))
                 rows = [(*mine[q], *base[q]) for q in mine if q in base]
                 d, lo, hi = tau_difference(rows)
                 diff = f"{d:+.3f} ({lo:+.3f} to {hi:+.3f})"

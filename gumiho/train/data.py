@@ -89,7 +89,7 @@ def load_sequences(data_dirs: str | Path, max_len: int = 512, states: bool = Tru
                 for a in range(0, len(ids), max_len):
                     if len(ids[a:a + max_len]) >= 4 and bool(mask[a + 1:a + max_len].any()):
                         w = slice(a, a + max_len)
-                        fw = None if feats is None else feats[start + a:start + min(a + max_len, len(ids))]
+                        fw = None if feats is None else feats[start:start + len(ids)][w]
                         out.append(Sequence(ids[w].long(), mask[w], None if hid is None else hid[w], fw,
                                             layers if fw is not None else None))
     if not out:

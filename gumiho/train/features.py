@@ -29,26 +29,21 @@ import torch
 
 from ..errors import GumihoError
 from . import shards
-from .data import check_data_dir, shard_folders
+from .data import Sequence, check_data_dir, collate, shard_folders
 from .distill import length_groups
 from .states import target_states
 
 
 def feature_shard(model, tensors: dict, layers, max_tokens: int) -> dict:
     """The shard ``tensors`` with ``hidden`` and ``features`` computed by ``model``."""
-    seqs = [ids for ids, _, _ in shards.iter_sequences(tensors)]
+    seqs = [Sequence(ids.long(), mask, None) for ids, mask, _ in shards.iter_sequences(tensors)]
     hidden: list = [None] * len(seqs)
     feats: list = [None] * len(seqs)
-    for rows in length_groups([len(s) for s in seqs], max_tokens):
-        width = len(seqs[rows[-1]])
-        ids = torch.zeros(len(rows), width, dtype=torch.long)
-        valid = torch.zeros(len(rows), width)
+    for rows in length_groups([len(s.ids) for s in seqs], max_tokens):
+        batch = collate(seqs, rows, "cpu")  # right-padded, as training pads
+        h, f = target_states(model, batch["ids"], batch["valid"], layers)
         for r, i in enumerate(rows):
-            ids[r, :len(seqs[i])] = seqs[i].long()
-            valid[r, :len(seqs[i])] = 1
-        h, f = target_states(model, ids, valid, layers)
-        for r, i in enumerate(rows):
-            n = len(seqs[i])
+            n = len(seqs[i].ids)
             hidden[i] = h[r, :n].to(torch.float16).cpu()
             feats[i] = f[r, :n].to(torch.float16).cpu()
     return {"input_ids": tensors["input_ids"], "offsets": tensors["offsets"], "loss_mask": tensors["loss_mask"],
@@ -76,7 +71,7 @@ def run(model, data: str, out: str, layers, max_tokens: int = 4096, log=print) -
                 continue
             tensors = shards.load_shard(src)
             packed = feature_shard(model, tensors, layers, max_tokens)
-            shards.write_feature_shard(target_path, packed, layers)
+            shards.write_shard(target_path, packed, layers)
             written += 1
             tokens += int(tensors["offsets"][-1])
             log(f"{folder}/{src.name} -> {target_path}: {int(tensors['offsets'][-1])} tokens, "

@@ -87,13 +87,17 @@ def ensure_free_space(directory: Path, needed: int) -> None:
         )
 
 
-def write_shard(path: Path, tensors: dict[str, torch.Tensor]) -> None:
-    """Write a shard atomically: temporary file first, then rename."""
+def write_shard(path: Path, tensors: dict[str, torch.Tensor], feature_layers=None) -> None:
+    """Write a shard atomically: temporary file first, then rename. A shard with
+    ``features`` names their layers (``feature_layers``) in its metadata."""
     path = Path(path)
     ensure_free_space(path.parent, _tensor_bytes(tensors) + 2**20)
     tmp = path.with_name(path.name + TMP_SUFFIX)
+    meta = {"format": "gumiho-distill-v1"}
+    if feature_layers is not None:
+        meta["feature_layers"] = json.dumps(list(feature_layers))
     try:
-        save_file(tensors, str(tmp), metadata={"format": "gumiho-distill-v1"})
+        save_file(tensors, str(tmp), metadata=meta)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -143,20 +147,6 @@ def shard_feature_layers(path: Path) -> tuple | None:
         return tuple(int(i) for i in json.loads(meta.get("feature_layers", "null")))
     except (TypeError, ValueError):
         raise ValueError(f"shard {Path(path).name} has features but no valid 'feature_layers' metadata") from None
-
-
-def write_feature_shard(path: Path, tensors: dict[str, torch.Tensor], feature_layers) -> None:
-    """``write_shard`` for a shard with ``features``: its layers go in the metadata."""
-    path = Path(path)
-    ensure_free_space(path.parent, _tensor_bytes(tensors) + 2**20)
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    try:
-        save_file(tensors, str(tmp), metadata={"format": "gumiho-distill-v1",
-                                               "feature_layers": json.dumps(list(feature_layers))})
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def read_manifest(out_dir: Path) -> dict | None:

@@ -225,12 +225,14 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
             """Checks the request (and is the only step that reads the controls: should
             the web framework's own check of a control fail here, nothing has been
             disabled yet, so the page stays usable). A bad request ends the run here
-            with its message, and the steps after it only restore the buttons."""
+            with its message, and the steps after it only restore the buttons: Run is
+            disabled until they have (end_race), so a click in between cannot start a
+            run whose buttons the refused run's last step would then reset."""
             try:
                 req = parse_request(prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v, kind_v,
                                     target_v, drafter_path_v, cost_aware=cost_aware_v, access=hub.access)
             except Exception as e:
-                return ("", None, gr.skip(), gr.skip(), _fail(e)) + (gr.skip(),) * 5
+                return ("", None, gr.Button(interactive=False), gr.skip(), _fail(e)) + (gr.skip(),) * 5
             rid = RUNS.new(show_rejected)
             return (rid, req, gr.Button(interactive=False), gr.Button(interactive=True),
                     render_banner("Waiting for a free slot (one generation runs at a time)…", "info"),

@@ -1,5 +1,6 @@
 """Gumiho speculative decoding: a hybrid serial/parallel drafter, tree verification
 that keeps the output exactly the target's, and the statistics to show it."""
+from .copying import CopyDrafter, CopySettings, with_copy
 from .decode import GenerationResult, GenerationSettings, generate, stream
 from .drafter import Drafter, DrafterConfig
 from .errors import GumihoError
@@ -9,8 +10,8 @@ from .models import DEFAULT_TARGET, Target, load_drafter, load_target, prepare_t
 from .tree import DraftTree, TreeSettings
 
 __all__ = [
-    "Drafter", "DrafterConfig", "DraftTree", "EmittedToken", "GenerationResult", "GenerationSettings",
+    "CopyDrafter", "CopySettings", "Drafter", "DrafterConfig", "DraftTree", "EmittedToken", "GenerationResult", "GenerationSettings",
     "GenerationStats", "GumihoError", "RejectedToken", "StepEvent", "Target", "TreeSettings", "DEFAULT_TARGET",
-    "generate", "load_drafter", "load_target", "prepare_target", "shipped_drafter_path", "stream", "summarize",
+    "generate", "load_drafter", "load_target", "prepare_target", "shipped_drafter_path", "stream", "summarize", "with_copy",
 ]
 __version__ = "0.1.0"

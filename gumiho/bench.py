@@ -28,7 +28,8 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from .decode import GenerationSettings, stream
+from .copying import CopySettings, split_copy, with_copy
+from .decode import GenerationSettings, draft_depth, stream
 from .errors import GumihoError
 from .machine import cpu_summary
 from .metrics import SPEEDUP_THROUGHPUT, GenerationStats, speedup, speedup_kind, summarize
@@ -39,8 +40,14 @@ from .tree import TreeSettings
 from .verifycost import tokens_needed, verify_cost_for
 
 # eagle: the one-layer all-serial EAGLE-2 baseline the paper compares Gumiho with.
-SPECULATIVE_METHODS = ("gumiho", "serial", "parallel", "eagle")
-METHODS = ("vanilla",) + SPECULATIVE_METHODS
+DRAFTER_METHODS = ("gumiho", "serial", "parallel", "eagle")
+# The copy proposer (gumiho.copying) beside the Gumiho drafter, and alone.
+COPY_METHODS = ("gumiho+copy", "copy")
+# What a user would pick instead: Hugging Face generate, plain and with its prompt lookup.
+HF_METHODS = ("hf", "hf-lookup")
+SPECULATIVE_METHODS = DRAFTER_METHODS + COPY_METHODS
+METHODS = ("vanilla",) + SPECULATIVE_METHODS + HF_METHODS
+HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens of hf-lookup: the value transformers' documentation shows
 # The drafter folder flag of each speculative method.
 DRAFTER_FLAGS = {"gumiho": "--drafter", "serial": "--serial-drafter", "parallel": "--parallel-drafter",
                  "eagle": "--eagle-drafter"}
@@ -159,10 +166,58 @@ def _dtype_name(weight) -> Optional[str]:
 
 
 def _depth(drafter) -> int:
-    return drafter.cfg.max_depth if drafter is not None else 0
+    return 0 if drafter is None or isinstance(drafter, HFGenerate) else draft_depth(drafter)
+
+
+@dataclass
+class HFGenerate:
+    """A peer method: transformers' own ``generate`` on the same target model,
+    plain (``lookup_tokens`` 0) or with its prompt-lookup decoding."""
+
+    lookup_tokens: int = 0
+
+    @property
+    def cfg(self):
+        return None
+
+
+def _run_hf(target: Target, ids: list[int], method: HFGenerate, gen: GenerationSettings) -> _Run:
+    """One ``generate`` call, timed as a caller waits for it; its target forwards are
+    counted by a hook, so tau means the same as for the other methods."""
+    forwards = [0]
+
+    def count(*_):
+        forwards[0] += 1
+
+    kw = dict(max_new_tokens=gen.max_new_tokens, eos_token_id=sorted(target.eos_ids) or None,
+              pad_token_id=target.tokenizer.pad_token_id if getattr(target, "tokenizer", None) is not None
+              and target.tokenizer.pad_token_id is not None else 0)
+    if gen.temperature == 0:
+        kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    else:
+        torch.manual_seed(gen.seed if gen.seed is not None else 0)
+        kw.update(do_sample=True, temperature=gen.temperature, top_p=gen.top_p, top_k=gen.top_k or None)
+    if method.lookup_tokens:
+        kw["prompt_lookup_num_tokens"] = method.lookup_tokens
+    # Never more tokens than the context holds (our stream stops there too).
+    kw["max_new_tokens"] = max(1, min(kw["max_new_tokens"], target.context_length - len(ids)))
+    handle = target.model.register_forward_pre_hook(count)
+    try:
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = target.model.generate(torch.tensor([ids], device=target.device), **kw)
+        wall = time.perf_counter() - t0
+    finally:
+        handle.remove()
+    tokens = out[0, len(ids):].tolist()
+    reason = "eos" if tokens and tokens[-1] in target.eos_ids else "length"
+    st = GenerationStats(new_tokens=len(tokens), target_forwards=forwards[0], wall_s=wall)
+    return _Run(tokens, st, reason)
 
 
 def _run_one(target: Target, ids: list[int], drafter, gen: GenerationSettings) -> _Run:
+    if isinstance(drafter, HFGenerate):
+        return _run_hf(target, ids, drafter, gen)
     t0 = time.perf_counter()
     steps = list(stream(target, ids, drafter, gen))
     wall = time.perf_counter() - t0
@@ -280,7 +335,7 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
     for name in names:
         st = totals[name].stats
         sp = speedup(pairs[name]) if pairs[name] else None
-        depth = max(_depth(drafters[name]), TABLE_POSITIONS) if drafters[name] is not None else 0
+        depth = max(_depth(drafters[name]), TABLE_POSITIONS) if _depth(drafters[name]) else 0
         methods[name] = {
             "new_tokens": st.new_tokens,
             "wall_s": round(st.wall_s, 4),
@@ -298,9 +353,16 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
             "mean_drafted": round(st.mean_drafted, 3),
             "draft_s": round(st.draft_s, 4),
             "verify_s": round(st.verify_s, 4),
-            "tree": asdict(tree) if drafters[name] is not None else None,
+            "tree": asdict(tree) if _uses_tree(drafters[name]) else None,
             "drafter_kind": getattr(getattr(drafters[name], "cfg", None), "kind", None),
-            "drafter_dtype": _dtype_name(getattr(getattr(drafters[name], "fc", None), "weight", None)),
+            "drafter_dtype": _dtype_name(getattr(getattr(split_copy(drafters[name])[0], "fc", None), "weight",
+                                                 None)),
+            # Who proposed the accepted draft tokens ("serial", "mlp", "copy"), and the copy proposer's
+            # settings and drafted nodes (its acceptance: accepted "copy" tokens / copy_nodes).
+            "accepted_by_proposer": dict(sorted(st.accepted_by_head.items())),
+            "copy": asdict(split_copy(drafters[name])[1]) if split_copy(drafters[name])[1] is not None else None,
+            "copy_nodes": st.copy_nodes,
+            "hf_lookup_tokens": drafters[name].lookup_tokens if isinstance(drafters[name], HFGenerate) else None,
         }
     return {
         "model": target.name,
@@ -329,6 +391,11 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
         "per_prompt": per_prompt,
         "warnings": [],
     }
+
+
+def _uses_tree(drafter) -> bool:
+    """Does the method draft a tree (the tree settings apply to it)?"""
+    return drafter is not None and not isinstance(drafter, HFGenerate) and split_copy(drafter)[0] is not None
 
 
 def _progress(total: int, enabled: bool):
@@ -372,7 +439,17 @@ def format_table(record: dict) -> str:
              for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     ll = record["lossless"]
-    notes = [f"a1..a{TABLE_POSITIONS}: acceptance by position (share of verify steps with accepted draft "
+    proposers = []
+    for name, m in record["methods"].items():
+        by = m.get("accepted_by_proposer") or {}
+        if m.get("copy") is not None:
+            copied = by.get("copy", 0)
+            nodes = m.get("copy_nodes", 0)
+            rate = f" ({copied / nodes:.0%})" if nodes else ""
+            proposers.append(f"{name}: accepted draft tokens by proposer: "
+                             + ", ".join(f"{h} {n}" for h, n in by.items())
+                             + f"; copied nodes accepted: {copied} of {nodes}{rate}")
+    notes = proposers + [f"a1..a{TABLE_POSITIONS}: acceptance by position (share of verify steps with accepted draft "
              f"length >= d); tau = new tokens / target forwards; " + _speedup_words(record)]
     if record["temperature"] == 0:
         verdict = "OK" if ll["identical"] == ll["checked"] else "MISMATCH"
@@ -419,34 +496,54 @@ def _random_drafter(target: Target, kind: str, seed: int, dtype: Optional[str] =
 
 
 def resolve_drafters(target: Target, methods: list[str], paths: dict, default_target: bool, seed: int,
-                     warn, dtype: Optional[str] = None) -> tuple[dict, dict]:
+                     warn, dtype: Optional[str] = None, copy: Optional[dict] = None,
+                     hf_lookup_tokens: int = HF_LOOKUP_TOKENS) -> tuple[dict, dict]:
     """Drafters for the methods: an explicit path, else the shipped drafter of that
     kind (default target only), else random weights with a loud warning; in
-    ``dtype`` (see gumiho.models.drafter_dtype). Returns ({method: drafter or None},
-    {method: label})."""
+    ``dtype`` (see gumiho.models.drafter_dtype). ``gumiho+copy`` is the gumiho
+    method's drafter (the same object) with the copy proposer, ``copy`` the copy
+    proposer alone, each with its defaults and the CopySettings fields in ``copy``
+    on top; ``hf``/``hf-lookup`` transformers' generate.
+    Returns ({method: drafter or None}, {method: label})."""
     drafters, labels = {}, {}
+    learned = [m for m in methods if m in DRAFTER_METHODS]
+    if "gumiho+copy" in methods and "gumiho" not in learned:
+        learned.append("gumiho")
+    for name in learned:
+        drafters[name], labels[name] = _resolve_drafter(target, name, paths, default_target, seed, warn, dtype)
+    out, out_labels = {}, {}
     for name in methods:
         if name == "vanilla":
-            drafters[name], labels[name] = None, None
-            continue
-        path = paths.get(name)
-        if path:
-            drafters[name] = load_drafter(path, target, dtype)
-            labels[name] = _label(path)
-            continue
-        shipped = shipped_drafter_path(name) if default_target else None
-        if shipped:
-            drafters[name] = load_drafter(shipped, target, dtype)
-            labels[name] = _label(shipped)
-            continue
-        why = (f"no trained {name} drafter is shipped (expected assets/drafters/smollm2-135m-{name})"
-               if default_target else f"no {name} drafter was given for {target.name} (shipped drafters fit only "
-                                      f"the default {DEFAULT_TARGET_LABEL})")
-        warn(f"{why}; using a RANDOM-WEIGHT {name} drafter. It accepts almost nothing: its speed numbers say "
-             f"nothing about Gumiho. Pass --drafter PATH (or train one with `python -m gumiho.train`).")
-        drafters[name] = _random_drafter(target, name, seed, dtype)
-        labels[name] = f"random-weights ({name})"
-    return drafters, labels
+            out[name], out_labels[name] = None, None
+        elif name in DRAFTER_METHODS:
+            out[name], out_labels[name] = drafters[name], labels[name]
+        elif name == "gumiho+copy":
+            out[name], out_labels[name] = with_copy(drafters["gumiho"], **(copy or {})), labels["gumiho"]
+        elif name == "copy":
+            out[name], out_labels[name] = with_copy(None, **(copy or {})), "copy proposer (no learned drafter)"
+        elif name == "hf":
+            out[name], out_labels[name] = HFGenerate(0), "transformers generate"
+        elif name == "hf-lookup":
+            out[name], out_labels[name] = HFGenerate(hf_lookup_tokens), \
+                f"transformers generate, prompt_lookup_num_tokens={hf_lookup_tokens}"
+    return out, out_labels
+
+
+def _resolve_drafter(target: Target, name: str, paths: dict, default_target: bool, seed: int, warn,
+                     dtype: Optional[str]):
+    """(drafter, label) of one learned-drafter method."""
+    path = paths.get(name)
+    if path:
+        return load_drafter(path, target, dtype), _label(path)
+    shipped = shipped_drafter_path(name) if default_target else None
+    if shipped:
+        return load_drafter(shipped, target, dtype), _label(shipped)
+    why = (f"no trained {name} drafter is shipped (expected assets/drafters/smollm2-135m-{name})"
+           if default_target else f"no {name} drafter was given for {target.name} (shipped drafters fit only "
+                                  f"the default {DEFAULT_TARGET_LABEL})")
+    warn(f"{why}; using a RANDOM-WEIGHT {name} drafter. It accepts almost nothing: its speed numbers say "
+         f"nothing about Gumiho. Pass --drafter PATH (or train one with `python -m gumiho.train`).")
+    return _random_drafter(target, name, seed, dtype), f"random-weights ({name})"
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -483,8 +580,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m gumiho.bench",
         description="Benchmark vanilla vs speculative decoding (Gumiho, its all-serial / all-parallel "
-                    "ablations and the one-layer EAGLE-2 baseline) on the same prompts in one process, "
-                    "interleaved per prompt.")
+                    "ablations, the one-layer EAGLE-2 baseline, the copy proposer beside Gumiho and alone) and "
+                    "transformers' own generate (plain: hf; prompt lookup: hf-lookup) on the same prompts in "
+                    "one process, interleaved per prompt.")
     p.add_argument("--prompts", required=True, metavar="FILE.jsonl",
                    help='prompt file, one {"question_id", "category", "turns": [...]} object a line (or '
                         '{"prompt"} / {"messages"} lines, or a .txt file of paragraphs); the first user turn '
@@ -528,6 +626,15 @@ def build_parser() -> argparse.ArgumentParser:
                             "--total-tokens (gumiho.verifycost)")
     aware.add_argument("--fixed-size", dest="cost_aware", action="store_false",
                        help="verify --total-tokens drafted nodes every step (the default)")
+    c = p.add_argument_group("copy proposer (methods gumiho+copy and copy)")
+    c.add_argument("--copy-tokens", type=_positive_int, default=None,
+                   help=f"longest copied guess (default {CopySettings().max_tokens} beside gumiho, {CopySettings.alone().max_tokens} alone)")
+    c.add_argument("--copy-min-match", type=_positive_int, default=None,
+                   help=f"shortest suffix match that counts (default {CopySettings().min_match} beside gumiho, {CopySettings.alone().min_match} alone)")
+    c.add_argument("--copy-max-match", type=_positive_int, default=None,
+                   help=f"longest suffix looked for (default {CopySettings().max_match} beside gumiho, {CopySettings.alone().max_match} alone)")
+    p.add_argument("--hf-lookup-tokens", type=_positive_int, default=HF_LOOKUP_TOKENS,
+                   help=f"prompt_lookup_num_tokens of the hf-lookup method (default {HF_LOOKUP_TOKENS})")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (per prompt: seed + index) and random drafters")
     p.add_argument("--warmup", type=_nonneg_int, default=1, help="prompts run first and not counted (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -578,11 +685,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         methods = parse_methods(args.methods)
         prompts = load_prompts(args.prompts, args.limit, spread=not args.first_n)  # before any model: fail fast
+        # Only the flags given: each copy method starts from its own defaults (CopySettings, .alone()).
+        copy_overrides = {k: v for k, v in (("max_tokens", args.copy_tokens), ("min_match", args.copy_min_match),
+                                            ("max_match", args.copy_max_match)) if v is not None}
+        for base in (CopySettings(), CopySettings.alone()):
+            CopySettings(**{**vars(base), **copy_overrides}).validate()
         if "vanilla" not in methods:
             warn("vanilla is not among the methods: no speedup and no lossless check will be reported.")
         drafter_paths = {kind: getattr(args, flag[2:].replace("-", "_")) for kind, flag in DRAFTER_FLAGS.items()}
         for kind, flag in DRAFTER_FLAGS.items():
-            if drafter_paths[kind] and kind not in methods:
+            if drafter_paths[kind] and kind not in methods and not (kind == "gumiho" and "gumiho+copy" in methods):
                 warn(f"{flag} was given but the {kind} method is not in --methods; it is not used.")
         if args.threads:
             torch.set_num_threads(args.threads)
@@ -603,7 +715,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         target = load_target(model_arg, device=args.device, dtype=args.dtype)
         log(f"loaded {target.name} on {target.device} in {time.perf_counter() - t0:.1f} s")
         drafters, labels = resolve_drafters(target, methods, drafter_paths, _is_default_target(model_arg),
-                                            args.seed, warn, args.drafter_dtype)
+                                            args.seed, warn, args.drafter_dtype, copy_overrides,
+                                            args.hf_lookup_tokens)
         settings = BenchSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                  top_p=args.top_p, top_k=args.sample_top_k, seed=args.seed, warmup=args.warmup,
                                  tree=tree_from_args(args, target.device, pair_tree),

@@ -24,12 +24,13 @@ from typing import Iterator, Optional, Union
 
 import torch
 
+from .copying import CopyIndex, split_copy
 from .errors import GumihoError
 from .events import EmittedToken, RejectedToken, StepEvent
 from .kvcache import keep_tree_entries, new_cache
 from .metrics import GenerationStats, summarize
 from .models import Target
-from .tree import DraftTree, TreeSettings, verify_inputs
+from .tree import DraftTree, TreeSettings, add_chain, verify_inputs
 from .verifycost import tokens_needed, verify_cost_for
 from .verify import accept_greedy, accept_sampling, process_logits, sample_token
 
@@ -116,6 +117,13 @@ def check_prompt_ids(prompt_ids, target: Target) -> list[int]:
     return ids
 
 
+def draft_depth(drafter) -> int:
+    """The deepest draft position ``drafter`` can propose (0 for vanilla): the
+    learned drafter's depth, or the copy proposer's longest guess if that is deeper."""
+    base, copy = split_copy(drafter)
+    return max(base.cfg.max_depth if base is not None else 0, copy.max_tokens if copy is not None else 0)
+
+
 def _sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -124,7 +132,10 @@ def _sync(device):
 def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Optional[GenerationSettings] = None,
            stop: Optional[threading.Event] = None, keep_trees: bool = False) -> Iterator[StepEvent]:
     """Decode ``prompt_ids`` with ``target`` (speculatively when ``drafter`` is given),
-    yielding one StepEvent per target forward. ``stop`` ends the stream early."""
+    yielding one StepEvent per target forward. ``stop`` ends the stream early.
+    ``drafter`` may carry the copy proposer (gumiho.copying.with_copy): its guess,
+    copied from the context, joins every step's tree."""
+    drafter, copy = split_copy(drafter)
     settings = check_settings(settings).validate()
     tree_settings = (settings.tree or TreeSettings.for_device(target.device)).validate()
     ctx = target.context_length
@@ -171,6 +182,11 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
                 reason = "context"
         return out, reason
 
+    index = None
+    if copy is not None:
+        # The context so far (prompt, then every emitted token), indexed as it grows.
+        index = CopyIndex(copy.max_match)
+        index.extend(prompt_ids)
     verify_cost = None
     if drafter is not None and tree_settings.cost_aware:
         # Measured once per target, before the clock starts: it is not this generation's work.
@@ -199,6 +215,8 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
             return
         if session is not None:
             session.extend(hidden, torch.tensor(prompt_ids[1:] + [first], device=dev))
+        if index is not None:
+            index.append(first)
         last = first
         step = 0
         while True:
@@ -215,6 +233,9 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
                 tree = session.propose(last, tree_settings, max_depth=ctx - past - 1, verify_cost=verify_cost)
             else:
                 tree = DraftTree.root_only(last)
+            if index is not None:
+                # The copied guess continues the context, whose last token is the root.
+                tree = add_chain(tree, index.continuation(copy.max_tokens, copy.min_match), max_depth=ctx - past - 1)
             _sync(dev)
             td = time.perf_counter()
             if len(tree) == 1:
@@ -236,6 +257,8 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
             new_tokens = [tree.tokens[i] for i in acc.path] + [acc.bonus]
             if session is not None:
                 session.extend(hidden[kept], torch.tensor(new_tokens, device=dev))
+            if index is not None:
+                index.extend(new_tokens)
             _sync(dev)
             tv = time.perf_counter()
             toks, reason = cut(new_tokens)
@@ -244,15 +267,15 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
                 if k < len(acc.path):
                     node = acc.path[k]
                     d = tree.depths[node]
-                    emitted.append(EmittedToken(tok, d, cfg.head_kind(d), tree.probs[node]))
+                    emitted.append(EmittedToken(tok, d, tree.head_of(node, cfg), tree.probs[node]))
                 else:
                     emitted.append(EmittedToken(tok, 0, "target", None))
             stop_node = acc.path[-1] if acc.path else 0
-            rejected = [RejectedToken(tree.tokens[c], tree.depths[c], cfg.head_kind(tree.depths[c]), tree.probs[c])
-                        for c in children[stop_node]] if cfg is not None else []
+            rejected = [RejectedToken(tree.tokens[c], tree.depths[c], tree.head_of(c, cfg), tree.probs[c])
+                        for c in children[stop_node]]
             produced += len(toks)
             yield StepEvent(step=step, emitted=emitted, accepted_length=len(acc.path), rejected=rejected,
-                            drafted=len(tree) - 1, draft_s=td - ts, verify_s=tv - td, elapsed_s=tv - t0,
+                            drafted=len(tree) - 1, copy_nodes=sum(tree.copied), draft_s=td - ts, verify_s=tv - td, elapsed_s=tv - t0,
                             tree=tree if keep_trees else None, accepted_nodes=acc.path,
                             target_choices=acc.target_choices, finished=reason is not None, finish_reason=reason)
             if reason is not None:
@@ -276,5 +299,5 @@ def generate(target: Target, prompt: Union[str, list, None] = None, drafter=None
     tokens = [t for s in steps for t in s.tokens]
     text = target.tokenizer.decode(tokens, skip_special_tokens=True)
     return GenerationResult(text=text, tokens=tokens, prompt_tokens=len(ids), steps=steps,
-                            stats=summarize(steps, drafter.cfg.max_depth if drafter is not None else 0),
+                            stats=summarize(steps, draft_depth(drafter)),
                             finish_reason=steps[-1].finish_reason if steps else None)

@@ -12,7 +12,7 @@ from .tree import DraftTree
 class EmittedToken:
     token: int
     position: int  # draft position d (1 = first drafted token) of the head that proposed it; 0 = the target's own token
-    head: str  # "serial", "mlp" or "target"
+    head: str  # "serial", "mlp", "copy" (copied from the context) or "target"
     draft_prob: Optional[float]  # drafter's probability of this token given its parent; None for target tokens
 
 
@@ -41,6 +41,7 @@ class StepEvent:
     target_choices: list[int] = field(default_factory=list)  # the target's token at each depth
     finished: bool = False
     finish_reason: Optional[str] = None  # "eos", "length", "context", "stopped"
+    copy_nodes: int = 0  # of the drafted nodes, those the copy proposer added (gumiho.copying)
 
     @property
     def tokens(self) -> list[int]:

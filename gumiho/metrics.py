@@ -29,6 +29,10 @@ class GenerationStats:
     verify_s: float = 0.0
     accepted_hist: list[int] = field(default_factory=list)  # accepted_hist[k] = verify steps that accepted exactly k
     drafted_nodes: int = 0  # drafted tokens verified, over all verify steps
+    # Accepted draft tokens by the proposer of each ("serial", "mlp", "copy"), and
+    # the drafted nodes the copy proposer added (its share of drafted_nodes).
+    accepted_by_head: dict = field(default_factory=dict)
+    copy_nodes: int = 0
 
     @property
     def mean_drafted(self) -> float:
@@ -56,7 +60,10 @@ class GenerationStats:
         return GenerationStats(self.new_tokens + other.new_tokens, self.target_forwards + other.target_forwards,
                                self.verify_steps + other.verify_steps, self.wall_s + other.wall_s,
                                self.draft_s + other.draft_s, self.verify_s + other.verify_s, hist,
-                               self.drafted_nodes + other.drafted_nodes)
+                               self.drafted_nodes + other.drafted_nodes,
+                               {h: self.accepted_by_head.get(h, 0) + other.accepted_by_head.get(h, 0)
+                                for h in {**self.accepted_by_head, **other.accepted_by_head}},
+                               self.copy_nodes + other.copy_nodes)
 
 
 SPEEDUP_WALL_TIME = "wall time"
@@ -116,6 +123,9 @@ def summarize(steps: Iterable, depth: int = 0) -> GenerationStats:
         if s.finish_reason == "stopped" and not s.emitted:
             continue
         st.new_tokens += len(s.emitted)
+        for e in s.emitted:
+            if e.head != "target":
+                st.accepted_by_head[e.head] = st.accepted_by_head.get(e.head, 0) + 1
         st.target_forwards += 1
         st.draft_s += s.draft_s
         st.verify_s += s.verify_s
@@ -123,6 +133,7 @@ def summarize(steps: Iterable, depth: int = 0) -> GenerationStats:
         if s.step > 0 and s.drafted > 0:
             st.verify_steps += 1
             st.drafted_nodes += s.drafted
+            st.copy_nodes += getattr(s, "copy_nodes", 0)
             k = s.accepted_length
             if k >= len(st.accepted_hist):
                 st.accepted_hist.extend([0] * (k + 1 - len(st.accepted_hist)))

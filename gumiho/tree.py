@@ -96,6 +96,7 @@ class DraftTree:
     probs: list[float]  # drafter's conditional probability of the node given its parent; 1 for the root
     scores: list[float] = field(default_factory=list)  # cumulative log-probability along the path
     full_tree: list[bool] = field(default_factory=list)  # node added by the full-tree extension
+    copied: list[bool] = field(default_factory=list)  # node added by the copy proposer (gumiho.copying); [] = none
 
     def __len__(self):
         return len(self.tokens)
@@ -114,6 +115,18 @@ class DraftTree:
         for ch in out:
             ch.sort(key=lambda i: -self.probs[i])
         return out
+
+    def is_copied(self, node: int) -> bool:
+        return bool(self.copied) and self.copied[node]
+
+    def head_of(self, node: int, cfg) -> str:
+        """Who proposed ``node``: "copy" (the copy proposer), else the drafter's head
+        family at its depth ("serial" or "mlp", from ``cfg``), "target" for the root."""
+        if node == 0:
+            return "target"
+        if self.is_copied(node):
+            return "copy"
+        return cfg.head_kind(self.depths[node]) if cfg is not None else "copy"
 
     def path_to(self, node: int) -> list[int]:
         """Node indices from the first drafted node down to ``node`` (root excluded)."""
@@ -243,3 +256,42 @@ def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths
                 parent = len(tree) - 1
                 n += 1
     return tree
+
+
+def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None) -> DraftTree:
+    """``tree`` with the candidate path ``chain`` (tokens following the root) merged
+    in, as the copy proposer's guess is (gumiho.copying): from the root down, while
+    the next token of ``chain`` is already a child of the current node, the chain
+    follows that node (it costs nothing: the node is verified anyway, and stays the
+    drafter's); from the first token that is not, the rest hangs below as new
+    nodes, marked ``copied``. No new node is deeper than ``max_depth``.
+
+    New nodes carry draft probability 0 and their parent's score: the copy proposer
+    has no probabilities, and this puts them after the drafter's own children in the
+    order the sampling verifier tries children, which any order keeps exact."""
+    if not chain:
+        return tree
+    out = DraftTree(list(tree.tokens), list(tree.parents), list(tree.depths), list(tree.probs),
+                    list(tree.scores) or [0.0] * len(tree), list(tree.full_tree) or [False] * len(tree),
+                    list(tree.copied) or [False] * len(tree))
+    children: dict[tuple[int, int], int] = {}
+    for i in range(1, len(out)):
+        children.setdefault((out.parents[i], out.tokens[i]), i)
+    node = 0
+    for tok in chain:
+        tok = int(tok)
+        nxt = children.get((node, tok))
+        if nxt is None:
+            if max_depth is not None and out.depths[node] + 1 > max_depth:
+                break
+            out.tokens.append(tok)
+            out.parents.append(node)
+            out.depths.append(out.depths[node] + 1)
+            out.probs.append(0.0)
+            out.scores.append(out.scores[node])
+            out.full_tree.append(False)
+            out.copied.append(True)
+            nxt = len(out) - 1
+            children[(node, tok)] = nxt
+        node = nxt
+    return out

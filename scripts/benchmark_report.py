@@ -171,6 +171,80 @@ def setup_words(rec: dict) -> str:
     return ("; " + "; ".join(words)) if words else ""
 
 
+COPY_METHODS = ["vanilla", "gumiho", "gumiho+copy", "copy", "hf", "hf-lookup"]
+
+
+def paired_ratio(rec: dict, num: str, den: str, n_boot: int = 2000, seed: int = 0) -> tuple:
+    """``num``'s speed over ``den``'s (``den``'s summed wall time / ``num``'s, the
+    same tokens on every prompt at temperature 0) with a 95% interval from a paired
+    bootstrap over the record's prompts (both methods resampled together)."""
+    import random
+
+    rows = [(p["methods"][num]["wall_s"], p["methods"][den]["wall_s"]) for p in rec.get("per_prompt", [])
+            if num in p["methods"] and den in p["methods"]]
+    if not rows:
+        return None, None, None
+    ratio = lambda rs: sum(d for _, d in rs) / sum(n for n, _ in rs)  # noqa: E731
+    rng = random.Random(seed)
+    boots = sorted(ratio([rows[rng.randrange(len(rows))] for _ in rows]) for _ in range(n_boot))
+    return ratio(rows), boots[int(0.025 * n_boot)], boots[int(0.975 * n_boot) - 1]
+
+
+def copy_section(folder: Path) -> list[str]:
+    """BENCHMARKS.md's section on the copy proposer, from scripts/run_copy_benchmarks.sh's records."""
+    runs = load(sorted(str(p) for p in folder.glob("*.json")))
+    if not runs:
+        return []
+    first = runs[0][2]
+    lines = ["## The copy proposer: a third guesser in the draft tree", "",
+             f"`gumiho+copy` is the shipped Gumiho drafter with the copy proposer beside it (gumiho.copying: the "
+             f"tokens that followed the longest earlier occurrence of the last tokens, merged into the drafter's "
+             f"tree); `copy` is the proposer alone through the same loop; `hf` and `hf-lookup` are transformers' "
+             f"`generate` on the same model object, plain and with its prompt-lookup decoding "
+             f"(`prompt_lookup_num_tokens={first['methods'].get('hf-lookup', {}).get('hf_lookup_tokens')}`). "
+             f"{first['prompts']} prompts per set, {first['max_new_tokens']} new tokens, greedy, the CPU tree, "
+             f"{first.get('cpu') or first['device']}, in one process, interleaved prompt by prompt.", "",
+             "| set | method | tau | tokens/s | speedup vs vanilla | accepted drafts by proposer |",
+             "|---|---|---|---|---|---|"]
+    for label, _, rec in runs:
+        for m in COPY_METHODS:
+            r = rec["methods"].get(m)
+            if r is None:
+                continue
+            by = r.get("accepted_by_proposer") or {}
+            who = ", ".join(f"{h} {n}" for h, n in by.items())
+            if r.get("copy_nodes"):
+                who += f" ({by.get('copy', 0)} of {r['copy_nodes']} copied nodes)"
+            lines.append(f"| {label} | {m} | {r['tau']:.2f} | {r['tokens_per_s']:.1f} | "
+                         f"{speedup_cell(*record_speedup(rec, m))} | {who or '-'} |")
+    lines += ["", "Paired speed ratios (wall time of the second over the first, summed over the set's prompts; "
+              "95% interval from a paired bootstrap over prompts):", "",
+              "| set | gumiho+copy vs gumiho | copy vs hf-lookup | gumiho+copy vs hf |", "|---|---|---|---|"]
+    for label, _, rec in runs:
+        cells = []
+        for num, den in (("gumiho+copy", "gumiho"), ("copy", "hf-lookup"), ("gumiho+copy", "hf")):
+            v, lo, hi = paired_ratio(rec, num, den)
+            cells.append("-" if v is None else f"{v:.2f}x ({lo:.2f} to {hi:.2f})")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lossless = ", ".join(f"{label} {rec['lossless']['identical']}/{rec['lossless']['checked']}"
+                         for label, _, rec in runs)
+    lines += ["", f"Lossless check (every method, hf and hf-lookup included, against vanilla): {lossless}."]
+    paper = load(sorted(str(p) for p in (folder / "paper_tree").glob("*.json")))
+    if paper:
+        p0 = paper[0][2]
+        lines += ["", f"With the paper's tree (as on a GPU: "
+                      f"{setup_words(p0).lstrip('; ')}), {p0['prompts']} prompts per set, tau (on a CPU such a tree "
+                      f"is slow to verify, so its timings mean little; tau does not depend on the machine):", "",
+                  "| set | gumiho tau | gumiho+copy tau | accepted copied tokens |", "|---|---|---|---|"]
+        for label, _, rec in paper:
+            g, c = rec["methods"].get("gumiho"), rec["methods"].get("gumiho+copy")
+            if g and c:
+                lines.append(f"| {label} | {g['tau']:.2f} | {c['tau']:.2f} | "
+                             f"{(c.get('accepted_by_proposer') or {}).get('copy', 0)} |")
+    lines += ["", "Reproduce: `bash scripts/run_copy_benchmarks.sh`, then this report.", ""]
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="+")
@@ -178,6 +252,8 @@ def main(argv=None) -> int:
     ap.add_argument("--figure", default="assets/acceptance_by_position")
     ap.add_argument("--commands", default=None, help="file with the exact commands that produced the results")
     ap.add_argument("--notes", default=None, help="markdown appended at the end (how to read the numbers)")
+    ap.add_argument("--copy", default=None, metavar="DIR",
+                    help="records of scripts/run_copy_benchmarks.sh: adds the copy proposer's section")
     args = ap.parse_args(argv)
     runs = load(args.results)
     if not runs:
@@ -219,6 +295,8 @@ def main(argv=None) -> int:
         "```",
         "",
     ]
+    if args.copy:
+        parts += copy_section(Path(args.copy))
     if args.notes:
         parts += [Path(args.notes).read_text().strip(), ""]
     Path(args.out).write_text("\n".join(parts))

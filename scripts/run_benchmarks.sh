@@ -15,4 +15,4 @@ for set in mt_bench humaneval gsm8k alpaca qa sum; do
 done
 [[ $REPORT == 1 ]] || exit 0
 "$PY" scripts/benchmark_report.py benchmarks/results/*.json --out BENCHMARKS.md --commands scripts/run_benchmarks.sh \
-  --notes benchmarks/notes.md
+  --notes benchmarks/notes.md --copy benchmarks/copy

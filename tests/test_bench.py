@@ -299,3 +299,41 @@ def test_cpu_summary_names_the_model_and_its_vector_units():
     assert info == ("Example CPU 9000", frozenset({"fpu", "sse2", "avx2", "avx512f", "avx512_bf16"}))
     assert cpu_summary(info) == "Example CPU 9000, AVX2, AVX-512, AVX512-BF16"
     assert cpu_summary(("", frozenset())) == "unknown CPU"
+
+
+def test_cli_copy_and_hf_methods(tmp_path, tiny_model_folder, capsys):
+    """The copy proposer beside Gumiho and alone, and transformers' generate plain and
+    with its prompt lookup, through the same command: every one of them lossless, the
+    copy methods' accepted tokens by proposer recorded, the HF peers' forwards counted."""
+    # Prompts that repeat themselves, so that prompt lookup finds something to copy.
+    lines = [json.dumps({"question_id": i, "category": "t",
+                         "turns": [" ".join(f"w{(i + k) % 9 + 3}" for k in range(12)) * 2]}) for i in range(3)]
+    prompts = write(tmp_path, "\n".join(lines) + "\n")
+    out = tmp_path / "copy.json"
+    rc = main(["--prompts", prompts, "--max-new-tokens", "16", "--methods",
+               "vanilla,gumiho,gumiho+copy,copy,hf,hf-lookup", "--model", tiny_model_folder, "--device", "cpu",
+               "--total-tokens", "4", "--depth", "3", "--top-k", "2", "--copy-tokens", "5", "--copy-min-match", "1",
+               "--out", str(out), "--no-progress"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    rec = json.loads(out.read_text())
+    names = ["vanilla", "gumiho", "gumiho+copy", "copy", "hf", "hf-lookup"]
+    check_schema(rec, names)
+    assert rec["lossless"] == {"checked": 15, "identical": 15}, rec["lossless_mismatches"]
+    m = rec["methods"]
+    assert m["copy"]["copy"] == {"max_tokens": 5, "min_match": 1, "max_match": 8}
+    assert m["copy"]["tree"] is None and m["gumiho+copy"]["tree"]["total_tokens"] == 4
+    assert set(m["copy"]["accepted_by_proposer"]) <= {"copy"} and m["copy"]["copy_nodes"] > 0
+    assert m["gumiho"]["copy"] is None and m["gumiho"]["copy_nodes"] == 0
+    # Only the gumiho drafter was random (one warning for it, none for the copy methods).
+    assert m["gumiho+copy"]["drafter"] == m["gumiho"]["drafter"]
+    assert m["hf"]["target_forwards"] == m["vanilla"]["target_forwards"]  # one forward a token, as vanilla
+    assert m["hf-lookup"]["hf_lookup_tokens"] == 10 and m["hf"]["acceptance_by_position"] == []
+    assert "copied nodes accepted" in cap.out
+
+
+def test_copy_flags_are_checked_before_loading(tmp_path, capsys):
+    prompts = write(tmp_path, '{"turns": ["x"]}\n')
+    rc = main(["--prompts", prompts, "--methods", "vanilla,copy", "--copy-min-match", "9", "--copy-max-match", "4",
+               "--model", str(tmp_path / "no-such-model")])
+    assert rc == 2 and "min_match" in capsys.readouterr().err

@@ -62,13 +62,21 @@ def _layout_or_default(layout: Optional[DrafterLayout]) -> DrafterLayout:
     return layout or DrafterLayout()
 
 
+def _position_colour(d: int, lay: DrafterLayout) -> str:
+    """A draft position's colour: its drafter head's shade, or the copy proposer's
+    green beyond the drafter's last position (only copied tokens reach there)."""
+    if d > lay.max_depth:
+        return palette.COPY_PLOT
+    return palette.position_colour(d, lay.serial_positions, lay.max_depth)
+
+
 def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[DrafterLayout]) -> Figure:
     """Bars: unconditional acceptance at position d = share of verify steps whose
     accepted draft length is >= d. Line: conditional acceptance = that share
     divided by the share at d-1 (how often position d is right when everything
     before it was)."""
     lay = _layout_or_default(layout)
-    depth = lay.max_depth
+    depth = lay.depth
     xs = list(range(1, depth + 1))
     steps = stats.verify_steps if stats is not None else 0
     unc = stats.acceptance_by_position(depth) if steps else [0.0] * depth
@@ -79,17 +87,17 @@ def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[Drafter
                   yaxis={"title": {"text": "acceptance"}, "range": [0, 1.12]})
     fig.data.append({"type": "bar", "x": xs, "y": [round(a, 4) for a in unc],
                      "name": "unconditional: P(accepted length ≥ d)",
-                     "marker": {"color": [palette.position_colour(d, lay.serial_positions, depth) for d in xs]},
+                     "marker": {"color": [_position_colour(d, lay) for d in xs]},
                      "hovertemplate": "position %{x}<br>unconditional %{y:.2f}<extra></extra>"})
     fig.data.append({"type": "scatter", "mode": "lines+markers", "x": xs, "y": [round(c, 4) for c in cond],
                      "name": "conditional: P(d accepted | d−1 accepted)",
                      "line": {"color": "#333", "width": 2}, "marker": {"size": 7, "color": "#333"},
                      "hovertemplate": "position %{x}<br>conditional %{y:.2f}<extra></extra>"})
-    s = lay.serial_positions
-    if 0 < s < depth:
+    s, drafted = lay.serial_positions, lay.max_depth
+    if 0 < s < drafted:
         fig.layout["shapes"].append({"type": "line", "x0": s + 0.5, "x1": s + 0.5, "y0": 0, "y1": 1, "yref": "paper",
                                      "line": {"color": "#999", "dash": "dot"}})
-        for x, text, head in (((1 + s) / 2, "serial", "serial"), ((s + 1 + depth) / 2, "MLP heads", "mlp")):
+        for x, text, head in (((1 + s) / 2, "serial", "serial"), ((s + 1 + drafted) / 2, "MLP heads", "mlp")):
             fig.layout["annotations"].append({"x": x, "y": 1.07, "text": text, "showarrow": False,
                                               "font": {"color": palette.plot_colour(head, 0, 1)}})
     if not steps:
@@ -100,7 +108,7 @@ def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[Drafter
 def accepted_length_figure(stats: Optional[GenerationStats], layout: Optional[DrafterLayout]) -> Figure:
     """How many drafted tokens each verify step kept (the bonus token not counted)."""
     lay = _layout_or_default(layout)
-    depth = lay.max_depth
+    depth = lay.depth
     xs = list(range(0, depth + 1))
     hist = list(stats.accepted_hist) if stats is not None else []
     ys = (hist + [0] * (depth + 1))[:depth + 1]
@@ -110,7 +118,7 @@ def accepted_length_figure(stats: Optional[GenerationStats], layout: Optional[Dr
                   xaxis={"title": {"text": "drafted tokens accepted in one verify step"}, "tickmode": "linear",
                          "dtick": 1, "range": [-0.6, depth + 0.6]},
                   yaxis={"title": {"text": "verify steps"}, "rangemode": "tozero"})
-    colours = [palette.NEUTRAL_PLOT] + [palette.position_colour(d, lay.serial_positions, depth) for d in xs[1:]]
+    colours = [palette.NEUTRAL_PLOT] + [_position_colour(d, lay) for d in xs[1:]]
     fig.data.append({"type": "bar", "x": xs, "y": ys, "name": "verify steps", "marker": {"color": colours},
                      "hovertemplate": "%{y} steps accepted %{x} drafted tokens<extra></extra>"})
     if not total:
@@ -177,29 +185,113 @@ def tree_positions(parents: Sequence[int]) -> list[tuple[float, float]]:
     return [(float(depth[i]), -y[i]) for i in range(n)]
 
 
+# The copy proposer's green (app.palette), and a diamond marker so that it reads without colour too.
+COPY_PLOT = palette.COPY_PLOT
+COPY_BAND = "#e2f4e8"
+OK_EDGE = "#16752a"  # the verdicts' colours, as in the walkthrough's table (assets/style.css)
+NO_EDGE = "#a02020"
+
+
+def default_head(depth: int, layout: DrafterLayout) -> str:
+    """Who proposes a node at ``depth`` when the tree does not say: the drafter's
+    serial Transformer up to its serial positions, its MLP heads below; deeper than
+    the drafter reaches only the copy proposer can have put a node."""
+    if depth <= 0:
+        return "root"
+    if depth <= layout.serial_positions:
+        return "serial"
+    return "mlp" if depth <= layout.max_depth else "copy"
+
+
+def node_heads(heads: Optional[Sequence[str]], depths: Sequence[int], layout: DrafterLayout,
+               copied: Sequence[bool] = ()) -> list[str]:
+    """The proposer of every node: ``heads`` when given for every node (a tree that
+    records them), else "copy" where ``copied`` marks a node, else the drafter's head
+    family at the node's depth."""
+    if heads is not None and len(heads) == len(depths) and len(depths):
+        return ["root"] + [str(h) for h in list(heads)[1:]]
+    out = []
+    for i, d in enumerate(depths):
+        if i == 0:
+            out.append("root")
+        elif i < len(copied) and copied[i]:
+            out.append("copy")
+        else:
+            out.append(default_head(d, layout))
+    return out
+
+
+def proposer(head: str, depth: int, layout: DrafterLayout) -> tuple[str, str]:
+    """(tag, name) of whoever proposed a node at ``depth``: S1, S2 = the serial
+    Transformer's steps, M1.. = the MLP heads, C = copied from the context."""
+    if head == "serial":
+        return f"S{depth}", f"serial Transformer (step {depth})"
+    if head == "mlp":
+        k = depth - layout.serial_positions
+        return f"M{k}", f"MLP head {k}"
+    if head == "copy":
+        return "C", "copied from the context"
+    return "", "root"
+
+
+def head_colour(head: str, depth: int, layout: DrafterLayout, shade: str = "node") -> str:
+    """A node's colour, in its family and position's shade (``shade="node"``); its
+    family's deepest shade, for text that must stay readable (``"text"``); or its
+    family's lightest, the same for every depth, behind the columns (``"band"``)."""
+    if head == "copy":
+        return COPY_BAND if shade == "band" else COPY_PLOT
+    if head not in ("serial", "mlp"):
+        return "#ffffff" if shade == "band" else palette.NEUTRAL_PLOT
+    family, rank, count = palette.family_rank(depth, layout.serial_positions, layout.max_depth)
+    if shade == "band":
+        return palette.token_background(family, count - 1, count)
+    return palette.plot_colour(family, 0 if shade == "text" else rank, count)
+
+
 def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequence[int], probs: Sequence[float],
-                accepted: Sequence[int], layout: DrafterLayout, target_choices: Sequence[str] = (),
-                full_tree: Sequence[bool] = (), title: str = "") -> Figure:
-    """One verify step's draft tree: nodes labelled with their token text and the
-    head that proposed them (S1, S2 = serial steps, M1.. = MLP heads), the accepted
-    path highlighted in its head colours, everything the target rejected greyed
-    out, and the target's own choice at each depth written above the columns.
-    Token text is escaped: plotly.js reads a few HTML tags in labels."""
+                accepted: Sequence[int], layout: Optional[DrafterLayout], target_choices: Sequence[str] = (),
+                full_tree: Sequence[bool] = (), title: str = "", heads: Optional[Sequence[str]] = None) -> Figure:
+    """One verify step's draft tree, readable at the paper's size (~70 nodes, depth 7).
+
+    Every depth is a column, headed by who proposed its nodes (S1, S2 = the serial
+    Transformer's steps, M1.. = the MLP heads) and shaded in that family's colour,
+    so the serial and parallel parts of the drafter read at a glance even where
+    every node was rejected. Nodes carry only their token: a second line per node
+    would overlap at this size, and the column says the head (a node whose proposer
+    differs from its column's, a copied one, says so itself). The accepted path is
+    drawn thick, its nodes in their head's colour; the rest is grey. Above the
+    columns, the target's own choice at each depth: ticked while the path holds,
+    crossed where it breaks (that token becomes the bonus token). ``heads``: the
+    proposer of every node ("root", "serial", "mlp", "copy"), when the tree records
+    it; else derived from the depth. Token text is escaped: plotly.js reads a few
+    HTML tags in labels."""
+    lay = _layout_or_default(layout)
     n = len(tokens_text)
+    heads = node_heads(heads, depths, lay)
     pos = tree_positions(parents)
     acc = set(accepted) | {0}
+    last = accepted[-1] if accepted else 0
+    broke = len(accepted) + 1  # the depth where the accepted path stops: the bonus token's
+    drafted_below_last = any(parents[i] == last for i in range(1, n))
     xs = [p[0] for p in pos]
     ys = [p[1] for p in pos]
     top = (max(ys) if ys else 0) + 1.2
     bottom = (min(ys) if ys else 0) - 0.8
-    max_x = max(max(xs, default=0), len(target_choices))
+    max_x = int(max(max(xs, default=0), len(target_choices)))
     rows = len({round(v, 3) for v in ys})
-    fig = _figure(title or "Draft tree", height=max(320, min(900, 34 * (rows + 3))),
-                  xaxis={"title": {"text": "depth = draft position"}, "tickmode": "linear", "dtick": 1,
-                         "range": [-0.4, max_x + 1.1], "zeroline": False},
+    # Each leaf gets a row of about 20 px, enough for one line of 11 px text; the
+    # paper's tree has some 50 leaves.
+    fig = _figure(title or "Draft tree", height=max(320, min(1250, 20 * rows + 170)),
+                  xaxis={"title": {"text": _families_title(lay, max_x)}, "tickmode": "array",
+                         "tickvals": list(range(max_x + 1)), "ticktext": _column_heads(heads, depths, lay, max_x),
+                         "side": "bottom", "range": [-0.4, max_x + 0.9], "zeroline": False, "showgrid": False},
                   yaxis={"visible": False, "range": [bottom, top + 0.8]})
-    fig.layout["margin"] = {"l": 20, "r": 20, "t": 50, "b": 45}
+    fig.layout["margin"] = {"l": 20, "r": 20, "t": 50, "b": 70}
     fig.layout["showlegend"] = False
+    for d in range(1, max_x + 1):
+        fig.layout["shapes"].append({"type": "rect", "xref": "x", "yref": "paper", "x0": d - 0.49, "x1": d + 0.49,
+                                     "y0": 0, "y1": 1, "layer": "below", "line": {"width": 0}, "opacity": 0.55,
+                                     "fillcolor": head_colour(default_head(d, lay), d, lay, shade="band")})
     # Edges: grey for rejected branches, dark and thick on the accepted path.
     for on_path, colour, width in ((False, palette.REJECTED_PLOT, 1.2), (True, palette.ACCEPT_EDGE, 3.5)):
         ex: list = []
@@ -213,7 +305,8 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
             fig.data.append({"type": "scatter", "mode": "lines", "x": ex, "y": ey, "hoverinfo": "skip",
                              "line": {"color": colour, "width": width},
                              "name": "accepted path" if on_path else "rejected branches"})
-    colours, labels, hovers, sizes, outlines = [], [], [], [], []
+    choice_at = {d: visible(c) for d, c in enumerate(target_choices, start=1)}
+    colours, labels, hovers, sizes, outlines, symbols = [], [], [], [], [], []
     for i in range(n):
         text = visible(tokens_text[i])
         short = text if len(text) <= 14 else text[:13] + "…"
@@ -221,27 +314,73 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
             colours.append("#ffffff")
             outlines.append("#333333")
             sizes.append(20)
-            labels.append(f"<b>{esc_plot(short)}</b><br>root")
+            symbols.append("circle")
+            labels.append(f"<b>{esc_plot(short)}</b>")
             hovers.append(f"root: the last token already emitted ({esc_plot(text)})")
             continue
         d = depths[i]
-        head, rank, count = palette.family_rank(d, layout.serial_positions, layout.max_depth)
-        tag = f"S{d}" if head == "serial" else f"M{d - layout.serial_positions}"
-        who = "serial Transformer" if head == "serial" else f"MLP head {d - layout.serial_positions}"
-        extra = " (full-tree extension)" if i < len(full_tree) and full_tree[i] else ""
+        head = heads[i]
+        tag, who = proposer(head, d, lay)
         on_path = i in acc
-        colours.append(palette.plot_colour(head, rank, count) if on_path else palette.REJECTED_PLOT)
+        colours.append(head_colour(head, d, lay) if on_path else palette.REJECTED_PLOT)
         outlines.append(palette.ACCEPT_EDGE if on_path else "#b0b0b0")
         sizes.append(18 if on_path else 12)
-        labels.append(f"<b>{esc_plot(short)}</b><br>{tag}" if on_path else f"{esc_plot(short)}<br>{tag}")
-        hovers.append(f"{esc_plot(text)}<br>depth {d} · {who}{extra}<br>draft prob {probs[i]:.3f}<br>"
-                      f"{'accepted' if on_path else 'rejected'}")
+        symbols.append("diamond" if head == "copy" else "circle")
+        label = f"<b>{esc_plot(short)}</b>" if on_path else esc_plot(short)
+        if head != default_head(d, lay):
+            label += f" <i>{tag}</i>"
+        labels.append(label)
+        extra = " (full-tree extension)" if i < len(full_tree) and full_tree[i] else ""
+        if on_path:
+            verdict = "accepted"
+        elif parents[i] == last and d == broke:
+            verdict = f"rejected: the target chose {esc_plot(choice_at.get(d, '?'))} here"
+        else:
+            verdict = "discarded: its branch leaves the accepted path"
+        prob = "copied: no draft probability" if head == "copy" else f"draft prob {probs[i]:.3f}"
+        hovers.append(f"{esc_plot(text)}<br>depth {d} · {who}{extra}<br>{prob}<br>{verdict}")
     fig.data.append({"type": "scatter", "mode": "markers+text", "x": xs, "y": ys, "text": labels,
                      "textposition": "middle right", "textfont": {"size": 11}, "hovertext": hovers,
                      "hoverinfo": "text", "name": "nodes",
-                     "marker": {"color": colours, "size": sizes, "line": {"color": outlines, "width": 2}}})
-    for d, choice in enumerate(target_choices, start=1):
-        fig.layout["annotations"].append({"x": d, "y": top, "text": f"target: <b>{esc_plot(visible(choice))}</b>",
-                                          "showarrow": False, "font": {"size": 11, "color": "#111"},
-                                          "bgcolor": "#f4f4f4", "bordercolor": "#bbb"})
+                     "marker": {"color": colours, "size": sizes, "symbol": symbols,
+                                "line": {"color": outlines, "width": 2}}})
+    for d, choice in choice_at.items():
+        if d < broke:
+            text, border = f"✓ target: <b>{esc_plot(choice)}</b>", OK_EDGE
+        elif drafted_below_last:  # the drafts here were checked and none matched
+            text, border = f"✗ target: <b>{esc_plot(choice)}</b> (bonus)", NO_EDGE
+        else:  # the tree ended before this depth: nothing to reject
+            text, border = f"target: <b>{esc_plot(choice)}</b> (bonus)", "#bbb"
+        fig.layout["annotations"].append({"x": d, "y": top, "text": text, "showarrow": False,
+                                          "font": {"size": 11, "color": "#111"}, "bgcolor": "#f4f4f4",
+                                          "bordercolor": border})
     return fig
+
+
+def _column_heads(heads: Sequence[str], depths: Sequence[int], lay: DrafterLayout, max_x: int) -> list[str]:
+    """Tick labels: every depth's proposers (those of its nodes, else the drafter's
+    head there), each in its colour."""
+    present: dict[int, list[str]] = {}
+    for i in range(1, len(depths)):
+        seen = present.setdefault(depths[i], [])
+        if heads[i] not in seen:
+            seen.append(heads[i])
+    out = ["root"]
+    for d in range(1, max_x + 1):
+        parts = []
+        for h in present.get(d) or [default_head(d, lay)]:
+            tag, who = proposer(h, d, lay)
+            short = {"serial": f"serial step {d}", "copy": "copy"}.get(h, who)
+            parts.append(f'<span style="color:{head_colour(h, d, lay, shade="text")}"><b>{tag}</b> {short}</span>')
+        out.append("<br>".join(parts))
+    return out
+
+
+def _families_title(lay: DrafterLayout, max_x: int) -> str:
+    """The x axis's title: depth, and which family of heads the colours stand for."""
+    families = []
+    if lay.serial_positions >= 1:
+        families.append(f'<span style="color:{palette.plot_colour("serial", 0, 1)}">blue: serial Transformer</span>')
+    if lay.max_depth > lay.serial_positions and max_x > lay.serial_positions:
+        families.append(f'<span style="color:{palette.plot_colour("mlp", 0, 1)}">orange: parallel MLP heads</span>')
+    return "depth = draft position · " + " · ".join(families) if families else "depth = draft position"

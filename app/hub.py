@@ -4,6 +4,8 @@ picked up as soon as they appear on disk, a random one with a notice until then)
 and at most one other target that a user asked for in the advanced box."""
 from __future__ import annotations
 
+import contextvars
+import functools
 import gc
 import logging
 import os
@@ -17,9 +19,10 @@ from typing import Callable, Optional
 import torch
 
 from gumiho import (Drafter, DrafterConfig, GenerationSettings, GumihoError, Target, TreeSettings, load_drafter,
-                    load_target, shipped_drafter_path, stream)
+                    load_target, shipped_drafter_path, stream, with_copy)
 from gumiho.models import DEFAULT_TARGET_LABEL, drafter_dtype, is_model_folder, looks_like_path, no_model_folder
 
+from . import gpu
 from .access import Access, is_default
 from .inputs import DRAFTER_KINDS, DRAFTER_LABELS
 
@@ -107,7 +110,11 @@ class ModelThread:
     GumihoError. The web server's queue limits what reaches it, but only while
     every request it lets go (a cancelled one) also leaves this queue: the bound
     keeps a request that slips past it from queueing unbounded work. A job whose
-    future is cancelled before it starts is dropped and holds no place."""
+    future is cancelled before it starts is dropped and holds no place.
+
+    A job runs in a copy of its submitter's context variables, as it would in the
+    submitter's own thread: a web request's context reaches the model work it asks
+    for (on a ZeroGPU Space, the GPU is booked on that request's quota)."""
 
     def __init__(self, max_waiting: int = 4):
         self._jobs: "deque[tuple[Future, object]]" = deque()
@@ -126,7 +133,7 @@ class ModelThread:
             if len(live) >= self.max_waiting:
                 raise GumihoError(BUSY.format(n=len(live)))
             self._jobs = deque(live)
-            self._jobs.append((future, fn))
+            self._jobs.append((future, functools.partial(contextvars.copy_context().run, fn)))
             self._cv.notify()
         return future
 
@@ -151,8 +158,8 @@ class ModelHub:
     all model memory comes from one allocator pool, so the process stays flat
     however many sessions take turns."""
 
-    def __init__(self, default_loader: Callable[[], Target] = lambda: load_target(None), warmup: bool = True,
-                 access: Optional[Access] = None, max_waiting: int = 4):
+    def __init__(self, default_loader: Callable[[], Target] = lambda: load_target(None, device=gpu.model_device()),
+                 warmup: bool = True, access: Optional[Access] = None, max_waiting: int = 4):
         self._default_loader = default_loader
         self.access = access if access is not None else Access.from_env()
         self._warmup = warmup
@@ -166,15 +173,23 @@ class ModelHub:
         self._custom: Optional[tuple[str, Target]] = None
         self._started = False
         self._worker = ModelThread(max_waiting)
+        self.gpu_key = gpu.remember_hub(self)  # how a ZeroGPU worker finds its copy of this hub
 
     # -- the default target, in the background -----------------------------------------
 
     def start(self) -> "ModelHub":
+        """Start loading the default model: on the model thread, behind the page; on
+        a ZeroGPU Space here and now, on the calling (main) thread, where `spaces`
+        patched torch, and before the server launches (app/gpu.py says why)."""
         with self._lock:
-            if not self._started:
-                self._started = True
-                self.state = "loading"
-                self._worker.submit(self._load_default)
+            if self._started:
+                return self
+            self._started = True
+            self.state = "loading"
+        if gpu.ZERO_GPU:
+            self._load_default()
+        else:
+            self._worker.submit(self._load_default)
         return self
 
     def submit(self, fn) -> Future:
@@ -188,7 +203,9 @@ class ModelHub:
             with self._lock:
                 self.default = target
             drafter = self.resolve("", "gumiho", "").drafter
-            if self._warmup:
+            # On ZeroGPU this process has no GPU (its "cuda" tensors are stand-ins), so
+            # there is nothing here to warm: every GPU worker starts afresh.
+            if self._warmup and not gpu.ZERO_GPU:
                 self._warm(target, drafter)
             self.load_s = time.perf_counter() - t0
             self.state = "ready"
@@ -281,8 +298,10 @@ class ModelHub:
 
     # -- what a request gets -------------------------------------------------------------
 
-    def resolve(self, target_id: str = "", kind: str = "gumiho", drafter_path: str = "") -> Resolved:
-        """The target and drafter for one request. Raises GumihoError with a message
+    def resolve(self, target_id: str = "", kind: str = "gumiho", drafter_path: str = "",
+                copy: bool = False) -> Resolved:
+        """The target and drafter for one request; with ``copy``, the drafter has the
+        copy proposer beside it (gumiho.copying). Raises GumihoError with a message
         for the user when they cannot load."""
         with self._lock:
             if is_default(target_id):
@@ -304,6 +323,8 @@ class ModelHub:
                 note = RANDOM_NOTICE.format(kind=DRAFTER_LABELS[kind].split(" (")[0])
             else:
                 note = CUSTOM_RANDOM_NOTICE.format(model=target.name)
+            if copy:
+                drafter, label = with_copy(drafter), f"{label} + copying from the context"
             return Resolved(target, drafter, trained, note, label)
 
     def _custom_target(self, name: str) -> Target:

@@ -8,11 +8,10 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-import torch
-
 from gumiho import GenerationSettings, GumihoError, TreeSettings, registry
 from gumiho.models import check_text
 
+from . import gpu
 from .access import Access
 
 # The app offers a kind other than Gumiho only once its trained drafter ships
@@ -42,9 +41,16 @@ MAX_TREE_TOP_K = 10
 MAX_TREE_NODES = 128
 WALK_MAX_NEW_TOKENS = 64
 
-# The engine's tree for this machine (small on a CPU, the paper's 63 nodes on a GPU):
+# The engine's tree for the device the default model runs on (small on a CPU, the
+# paper's 63 nodes on a GPU, ZeroGPU's included: app/gpu.py imports `spaces` first):
 # the defaults of the controls and the MLP-depth settings that have no control.
-DEVICE_TREE = TreeSettings.for_device("cuda" if torch.cuda.is_available() else "cpu")
+DEVICE_TREE = TreeSettings.for_device(gpu.model_device())
+
+
+# The copy proposer (gumiho.copying) drafts beside the drafter unless the user turns
+# it off: measured on the six prompt sets, it pays where answers repeat their context
+# (summaries, code, worked maths) and costs under one percent elsewhere (BENCHMARKS.md).
+COPY_DEFAULT = True
 
 
 @dataclass
@@ -54,6 +60,7 @@ class Request:
     drafter_kind: str = "gumiho"
     target_id: str = ""
     drafter_path: str = ""
+    copy: bool = False  # the copy proposer drafts beside the drafter
 
 
 def _number(value, name: str, what: str) -> float:
@@ -131,7 +138,8 @@ def text_field(value, name: str, what: str) -> str:
 
 def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k, budget,
                   drafter_kind="gumiho", target_id="", drafter_path="",
-                  max_tokens_cap: Optional[int] = None, cost_aware=None, access: Optional[Access] = None) -> Request:
+                  max_tokens_cap: Optional[int] = None, cost_aware=None, access: Optional[Access] = None,
+                  copy=None) -> Request:
     cap = max_tokens_cap or MAX_NEW_TOKENS
     prompt = check_prompt(prompt)
     n = whole(max_new_tokens, "Max new tokens", 1, cap, f"a whole number from 1 to {cap} in this demo")
@@ -167,4 +175,5 @@ def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k
     elif pair is not None:
         target_id, kind = "", pair.drafter
     settings = GenerationSettings(max_new_tokens=n, temperature=temp, top_p=p, seed=s, tree=tree).validate()
-    return Request(prompt, settings, kind, target_id, drafter_path)
+    copying = flag(copy, "Copy from the context", COPY_DEFAULT)
+    return Request(prompt, settings, kind, target_id, drafter_path, copying)

@@ -2,8 +2,8 @@
 wiring between the controls, the per-session state and the shared models.
 
 Concurrency: every event that runs a model shares one queue slot
-(``concurrency_id="generate"``), so generations never overlap on the CPU and
-each one is timed alone; requests beyond it wait in the queue. Replays, toggles
+(``concurrency_id="generate"``), so generations never overlap on the CPU (a race
+times its two decoders in alternation, app/race.py); requests beyond it wait in the queue. Replays, toggles
 and status polls do no model work and are not limited by that slot.
 Per-session data (the last race, the walkthrough) lives in ``gr.State``; the only
 shared objects are the models and the table of stop flags, keyed by run ids that
@@ -19,23 +19,25 @@ from typing import Optional
 
 import gradio as gr
 
-from gumiho import GumihoError
+from gumiho import CopySettings, GumihoError
 
 from . import figures
 from .access import Access
 from .hub import ModelHub
-from .inputs import DEVICE_TREE, MAX_NEW_TOKENS, MAX_TREE_DEPTH, MAX_TREE_NODES, MAX_TREE_TOP_K, \
+from .inputs import COPY_DEFAULT, DEVICE_TREE, MAX_NEW_TOKENS, MAX_TREE_DEPTH, MAX_TREE_NODES, MAX_TREE_TOP_K, \
     WALK_MAX_NEW_TOKENS, parse_request
 from .race import RUNS, TIMING_NOTE, Control, Progress, compute_race, error_summary, in_background, on_model_thread, \
     replay_frames, summary, until_ready
 from .render import esc, render_banner, render_legend, render_result, render_run, render_stats
 from .tokens import DrafterLayout, RaceResult
-from .walkthrough import EXPLANATION, Walk, choices_table, compute_walk, step_figure, step_header, text_so_far
+from .walkthrough import EXPLANATION, PAPER_TREE, PLAY_INTERVAL_S, TREE_CHOICES, Walk, choices_table, compute_walk, \
+    step_figure, step_header, text_so_far, walk_request
 
 log = logging.getLogger("gumiho.app")
 
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
 GENERATE = "generate"  # the queue slot every model-running event shares
+PLAY, PAUSE = "▶ Play", "⏸ Pause"  # the walkthrough's autoplay button
 CONCURRENCY = max(1, int(os.environ.get("GUMIHO_APP_CONCURRENCY", "1") or 1))
 
 HEADER = """<div class="gm-header"><h1>🦊 Gumiho speculative decoding, made visible</h1>
@@ -142,6 +144,11 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                                                  elem_id="gm-cost-aware")
                         drafter = gr.Dropdown(choices=hub.drafter_choices(), value="gumiho", label="Drafter",
                                               elem_id="gm-drafter")
+                        copy_box = gr.Checkbox(COPY_DEFAULT, label="Copy from the context (green)",
+                                               info="A third guesser: where the last tokens occurred earlier in "
+                                                    "the prompt or the answer, it proposes what followed them "
+                                                    "there, verified with the drafter's guesses",
+                                               elem_id="gm-copy")
                     gr.Markdown("On a CPU extra tree nodes cost verify time, by an amount that depends on the CPU; "
                                 "sized by cost, each step keeps a drafted token only when its chance of being "
                                 "accepted pays for that time, as timed on this machine (once, a few seconds). On a "
@@ -157,7 +164,7 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                 status = gr.HTML("", elem_id="gm-status")
                 gr.Markdown(TIMING_NOTE)
                 with gr.Row():
-                    legend = gr.HTML(render_legend(DrafterLayout()), elem_id="gm-legend")
+                    legend = gr.HTML(render_legend(DrafterLayout(copy=CopySettings().max_tokens if COPY_DEFAULT else 0)), elem_id="gm-legend")
                     ghosts = gr.Checkbox(False, label="Show rejected drafts (struck-through ghosts)",
                                          elem_id="gm-ghosts", scale=0, min_width=260)
                 with gr.Row(equal_height=False):
@@ -185,7 +192,8 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
             # ------------------------------------------------------------------ walkthrough
             with gr.Tab("Walkthrough", id="walk"):
                 gr.Markdown("Step through one generation, **one verify step at a time**. It uses greedy decoding "
-                            "and the drafter and tree settings of the Race tab.")
+                            "and the Race tab's drafter. Its tree is the paper's shape, deep enough for every head "
+                            "of the drafter to show, unless you pick the race's tree.")
                 with gr.Row(equal_height=True):
                     walk_prompt = gr.Textbox(label="Prompt", lines=2, scale=4, value=examples[0],
                                              elem_id="gm-walk-prompt")
@@ -193,12 +201,19 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                         walk_tokens = gr.Slider(1, WALK_MAX_NEW_TOKENS, value=24, step=1, label="Max new tokens")
                         walk_btn = gr.Button("Generate and step through", variant="primary", interactive=ready0,
                                              elem_id="gm-walk-run")
+                walk_tree = gr.Radio(TREE_CHOICES, value=PAPER_TREE, label="Tree", elem_id="gm-walk-tree-choice",
+                                     info="The race's tree is the one the Race tab's settings give (depth, top-k, "
+                                          "node budget, sized by cost or not).")
                 walk_status = gr.HTML("", elem_id="gm-walk-status")
                 with gr.Row():
                     prev_btn = gr.Button("◀ Previous step", interactive=False, elem_id="gm-walk-prev")
+                    play_btn = gr.Button(PLAY, interactive=False, elem_id="gm-walk-play")
                     walk_slider = gr.Slider(1, 2, value=1, step=1, label="Verify step", interactive=False,
                                             elem_id="gm-walk-slider")
                     next_btn = gr.Button("Next step ▶", interactive=False, elem_id="gm-walk-next")
+                # Autoplay: off until Play; each tick shows the next step (walk_tick).
+                walk_timer = gr.Timer(PLAY_INTERVAL_S, active=False)
+                walk_playing = gr.State(False)
                 walk_head = gr.HTML("", elem_id="gm-walk-head")
                 walk_plot = gr.Plot(None, label="Draft tree", elem_id="gm-walk-tree")
                 walk_table = gr.HTML("", elem_id="gm-walk-table")
@@ -221,7 +236,7 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
 
         # ---------------------------------------------------------------------- race events
         def start_race(show_rejected, prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v, kind_v,
-                       target_v, drafter_path_v, cost_aware_v=None):
+                       target_v, drafter_path_v, cost_aware_v=None, copy_v=None):
             """Checks the request (and is the only step that reads the controls: should
             the web framework's own check of a control fail here, nothing has been
             disabled yet, so the page stays usable). A bad request ends the run here
@@ -230,7 +245,8 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
             run whose buttons the refused run's last step would then reset."""
             try:
                 req = parse_request(prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v, kind_v,
-                                    target_v, drafter_path_v, cost_aware=cost_aware_v, access=hub.access)
+                                    target_v, drafter_path_v, cost_aware=cost_aware_v, access=hub.access,
+                                    copy=copy_v)
             except Exception as e:
                 return ("", None, gr.Button(interactive=False), gr.skip(), _fail(e)) + (gr.skip(),) * 5
             rid = RUNS.new(show_rejected)
@@ -320,7 +336,7 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
             return render_run(result.gumiho, None, bool(show))
 
         race_inputs = [ghosts, prompt, max_new, temperature, top_p, seed, depth, top_k, budget, drafter, target_id,
-                       drafter_path, cost_aware]
+                       drafter_path, cost_aware, copy_box]
         replay_outputs = [v_html, g_html, v_stats, g_stats, result_html, acc_plot, hist_plot, speed_plot, status]
         (run_btn.click(start_race, inputs=race_inputs,
                        outputs=[run_id, request_state, run_btn, stop_btn, status, v_html, g_html, v_stats, g_stats,
@@ -340,14 +356,18 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                       show_progress="hidden", api_visibility="undocumented")
 
         # ---------------------------------------------------------------------- walkthrough events
-        async def walk_run(prompt_v, tokens_v, kind_v, depth_v, top_k_v, budget_v, target_v, drafter_path_v,
-                           cost_aware_v=None):
+        def stopped_play():
+            """Autoplay off: walk_playing, walk_timer, play_btn. (Made per call: a component
+            made here, at build time, would join the page.)"""
+            return False, gr.Timer(active=False), gr.Button(value=PLAY)
+
+        async def walk_run(prompt_v, tokens_v, tree_v, kind_v, depth_v, top_k_v, budget_v, target_v, drafter_path_v,
+                           cost_aware_v=None, copy_v=None):
             nothing = (None, gr.Slider(interactive=False), gr.Button(interactive=False), gr.Button(interactive=False),
-                       "", None, "", "")
+                       gr.Button(value=PLAY, interactive=False), False, gr.Timer(active=False), "", None, "", "")
             try:
-                req = parse_request(prompt_v, tokens_v, 0.0, 1.0, 0, depth_v, top_k_v, budget_v, kind_v, target_v,
-                                    drafter_path_v, max_tokens_cap=WALK_MAX_NEW_TOKENS, cost_aware=cost_aware_v,
-                                    access=hub.access)
+                req = walk_request(prompt_v, tokens_v, tree_v, depth_v, top_k_v, budget_v, kind_v, target_v,
+                                   drafter_path_v, cost_aware=cost_aware_v, access=hub.access, copy=copy_v)
                 if not req.target_id:
                     await until_ready(hub)
                 stop = threading.Event()  # set if the page goes away mid-walk
@@ -357,30 +377,47 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
             if not walk.steps:
                 return (render_banner("The answer ended before the first verify step (it is one token long): try "
                                       "another prompt or more tokens.", "warn"),) + nothing
-            note = f"{len(walk.steps)} verify steps for {sum(len(v.tokens) for v in walk.views)} tokens."
+            note = (f"{len(walk.steps)} verify steps for {sum(len(v.tokens) for v in walk.views)} tokens, with "
+                    f"{walk.tree_label}.")
             if walk.note:
                 note += " " + walk.note
             n = len(walk.steps)
             return ((render_banner(note, "warn" if walk.note else "ready"), walk,
                      gr.Slider(minimum=1, maximum=max(n, 2), value=1, step=1, interactive=n > 1),
-                     gr.Button(interactive=False), gr.Button(interactive=n > 1)) + _walk_view(walk, 0))
+                     gr.Button(interactive=False), gr.Button(interactive=n > 1),
+                     gr.Button(value=PLAY, interactive=n > 1), False, gr.Timer(active=False))
+                    + _walk_view(walk, 0))
 
         def walk_goto(walk: Optional[Walk], index, delta):
             if walk is None or not walk.steps:
                 return (gr.skip(),) * 7
+            i = _walk_index(walk, index, delta)
             n = len(walk.steps)
-            try:
-                i = int(index) - 1 + delta
-            except (TypeError, ValueError):
-                i = 0
-            i = max(0, min(n - 1, i))
             return (gr.Slider(value=i + 1), gr.Button(interactive=i > 0), gr.Button(interactive=i < n - 1)) + \
                 _walk_view(walk, i)
 
+        def walk_play(walk: Optional[Walk], index, playing):
+            """Play or Pause. Play at the last step starts again from the first."""
+            if playing or walk is None or len(walk.steps) < 2:
+                return stopped_play() + (gr.skip(),) * 7
+            at_end = _walk_index(walk, index, 0) >= len(walk.steps) - 1
+            return (True, gr.Timer(active=True), gr.Button(value=PAUSE)) + \
+                (walk_goto(walk, 1, 0) if at_end else (gr.skip(),) * 7)
+
+        def walk_tick(walk: Optional[Walk], index, playing):
+            """One autoplay step: the next verify step, and a stop at the last."""
+            if not playing or walk is None or not walk.steps:
+                return stopped_play() + (gr.skip(),) * 7
+            i = _walk_index(walk, index, +1)
+            ended = stopped_play() if i >= len(walk.steps) - 1 else (gr.skip(),) * 3
+            return ended + walk_goto(walk, i + 1, 0)
+
         walk_view_outputs = [walk_head, walk_plot, walk_table, walk_text]
-        walk_btn.click(walk_run, inputs=[walk_prompt, walk_tokens, drafter, depth, top_k, budget, target_id,
-                                         drafter_path, cost_aware],
-                       outputs=[walk_status, walk_state, walk_slider, prev_btn, next_btn] + walk_view_outputs,
+        play_outputs = [walk_playing, walk_timer, play_btn]
+        walk_btn.click(walk_run, inputs=[walk_prompt, walk_tokens, walk_tree, drafter, depth, top_k, budget, target_id,
+                                         drafter_path, cost_aware, copy_box],
+                       outputs=[walk_status, walk_state, walk_slider, prev_btn, next_btn, play_btn, walk_playing,
+                                walk_timer] + walk_view_outputs,
                        concurrency_id=GENERATE, concurrency_limit=CONCURRENCY, api_visibility="undocumented")
         nav_outputs = [walk_slider, prev_btn, next_btn] + walk_view_outputs
         prev_btn.click(lambda w, i: walk_goto(w, i, -1), inputs=[walk_state, walk_slider], outputs=nav_outputs,
@@ -389,17 +426,25 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                        queue=False, show_progress="hidden", api_visibility="undocumented")
         walk_slider.release(lambda w, i: walk_goto(w, i, 0), inputs=[walk_state, walk_slider], outputs=nav_outputs,
                             queue=False, show_progress="hidden", api_visibility="undocumented")
+        play_inputs = [walk_state, walk_slider, walk_playing]
+        play_btn.click(walk_play, inputs=play_inputs, outputs=play_outputs + nav_outputs, queue=False,
+                       show_progress="hidden", api_visibility="undocumented")
+        walk_timer.tick(walk_tick, inputs=play_inputs, outputs=play_outputs + nav_outputs, queue=False,
+                        show_progress="hidden", api_visibility="undocumented")
 
         # ---------------------------------------------------------------------- API
         async def race_api(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
                            seed: int = 0, tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.top_k,
                            tree_nodes: int = DEVICE_TREE.total_tokens, drafter: str = "gumiho", target: str = "",
-                           drafter_path: str = "", tree_cost_aware: bool = DEVICE_TREE.cost_aware) -> dict:
-            """Run vanilla and Gumiho decoding of one prompt, each timed alone, and return both texts with
-            their statistics (tau, tokens/s, target forwards, wall time) and the speedup. With
-            tree_cost_aware, tree_nodes is the most drafted tokens a step verifies."""
+                           drafter_path: str = "", tree_cost_aware: bool = DEVICE_TREE.cost_aware,
+                           copy_from_context: bool = COPY_DEFAULT) -> dict:
+            """Run vanilla and Gumiho decoding of one prompt, timed in alternation (each on its own clock: the
+            sum of its own steps), and return both texts with their statistics (tau, tokens/s, target forwards,
+            wall time) and the speedup. With tree_cost_aware, tree_nodes is the most drafted tokens a step
+            verifies. With copy_from_context, the copy proposer drafts beside the drafter (tokens that
+            followed the same words earlier in the prompt or the answer)."""
             return await api_race(hub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k,
-                                  tree_nodes, drafter, target, drafter_path, tree_cost_aware)
+                                  tree_nodes, drafter, target, drafter_path, tree_cost_aware, copy_from_context)
 
         gr.api(race_api, api_name="race", concurrency_id=GENERATE, concurrency_limit=CONCURRENCY)
 
@@ -409,13 +454,14 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
 
 
 async def api_race(hub: ModelHub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,
-                   drafter, target, drafter_path, tree_cost_aware) -> dict:
+                   drafter, target, drafter_path, tree_cost_aware, copy_from_context=None) -> dict:
     """The /race endpoint's work. Async so that a client's cancel reaches it (an
     asyncio cancellation at the await), and with it the model thread: the job leaves
     its queue, or the running generation stops at its next step."""
     try:
         req = parse_request(prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,
-                            drafter, target, drafter_path, cost_aware=tree_cost_aware, access=hub.access)
+                            drafter, target, drafter_path, cost_aware=tree_cost_aware, access=hub.access,
+                            copy=copy_from_context)
         if not req.target_id:
             await until_ready(hub)
         stop = threading.Event()
@@ -426,6 +472,15 @@ async def api_race(hub: ModelHub, prompt, max_new_tokens, temperature, top_p, se
 
 def _walk_view(walk: Walk, i: int) -> tuple:
     return step_header(walk, i), step_figure(walk, i), choices_table(walk, i), text_so_far(walk, i)
+
+
+def _walk_index(walk: Walk, index, delta: int) -> int:
+    """The 0-based step ``delta`` away from the slider's (1-based) ``index``, kept in range."""
+    try:
+        i = int(index) - 1 + delta
+    except (TypeError, ValueError):
+        i = 0
+    return max(0, min(len(walk.steps) - 1, i))
 
 
 def _state_note(run, n, frame) -> str:
@@ -445,8 +500,8 @@ def _final_note(result: RaceResult, frame) -> str:
         return "Stopped while vanilla decoding was timed: its column shows what it produced; Gumiho did not run."
     if result.vanilla.stopped or result.gumiho.stopped:
         return "Stopped: both columns show what was produced until then."
-    return ("Done. Both columns were timed alone and replayed with their real timestamps. Toggle 'Show rejected "
-            "drafts' to see what the drafter guessed and the target threw away.")
+    return ("Done. Both decoders were timed in alternation, each on its own clock, and replayed with those "
+            "timestamps. Toggle 'Show rejected drafts' to see what the drafter guessed and the target threw away.")
 
 
 __all__ = ["build_app", "load_css"]

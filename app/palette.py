@@ -2,7 +2,10 @@
 
 Serial Transformer positions are blues, MLP head positions are oranges, and the
 shade says the draft position: the first position of a family is the deepest
-shade, later positions get lighter. The target's own (bonus) tokens are neutral.
+shade, later positions get lighter. Tokens copied from the context (the copy
+proposer, gumiho.copying) are one green whatever their position, and also carry
+a dotted underline (CSS), so they read without colour too. The target's own
+(bonus) tokens are neutral.
 """
 from __future__ import annotations
 
@@ -10,6 +13,9 @@ import colorsys
 
 SERIAL_HUE = 215  # blue
 MLP_HUE = 28  # orange
+COPY_HUE = 145  # green
+COPY_BG = "#bfe8cc"
+COPY_PLOT = "#2f9e5b"
 NEUTRAL_BG = "#ececec"
 NEUTRAL_PLOT = "#9a9a9a"
 REJECTED_PLOT = "#c8c8c8"
@@ -29,12 +35,14 @@ def _shade(rank: int, count: int, lo: float, hi: float) -> float:
 
 
 def family_hue(head: str) -> int:
-    return SERIAL_HUE if head == "serial" else MLP_HUE
+    return {"serial": SERIAL_HUE, "copy": COPY_HUE}.get(head, MLP_HUE)
 
 
 def token_background(head: str, rank: int, count: int) -> str:
     """Background of a drafted token: ``rank`` is its place inside its family
     (0 = the family's first draft position). Light enough for dark text."""
+    if head == "copy":
+        return COPY_BG
     if head not in ("serial", "mlp"):
         return NEUTRAL_BG
     return _hsl(family_hue(head), 0.85, _shade(rank, count, 0.66, 0.90))
@@ -42,6 +50,8 @@ def token_background(head: str, rank: int, count: int) -> str:
 
 def plot_colour(head: str, rank: int, count: int) -> str:
     """The same shade, deeper, for bars and tree nodes."""
+    if head == "copy":
+        return COPY_PLOT
     if head not in ("serial", "mlp"):
         return NEUTRAL_PLOT
     return _hsl(family_hue(head), 0.75, _shade(rank, count, 0.40, 0.72))

@@ -46,6 +46,8 @@ def head_name(head: str, position: int, layout: Optional[DrafterLayout]) -> str:
     if head == "mlp":
         first_mlp = (layout.serial_positions if layout else 0)
         return f"MLP head {position - first_mlp}"
+    if head == "copy":
+        return "copied from the context (prompt or answer so far)"
     return "target"
 
 
@@ -74,6 +76,8 @@ def _classes_and_style(tv: TokenView, layout: Optional[DrafterLayout]) -> tuple[
         head, rank, count = palette.family_rank(tv.position, layout.serial_positions, layout.max_depth)
         cls.append(f"r{rank}")
         style = f"background:{palette.token_background(head, rank, count)}"
+    elif tv.head == "copy":
+        style = f"background:{palette.COPY_BG}"
     if tv.special:
         cls.append("special")
     return " ".join(cls), style
@@ -89,7 +93,8 @@ def token_span(tv: TokenView, layout: Optional[DrafterLayout]) -> str:
 
 def ghost_span(tv: TokenView, layout: Optional[DrafterLayout]) -> str:
     cls, _ = _classes_and_style(tv, layout)
-    colour = palette.position_colour(tv.position, layout.serial_positions, layout.max_depth) if layout else ""
+    colour = (palette.COPY_PLOT if tv.head == "copy" else
+              palette.position_colour(tv.position, layout.serial_positions, layout.max_depth) if layout else "")
     style = f' style="text-decoration-color:{colour};border-color:{colour}"' if colour else ""
     return (f'<s class="ghost {cls}"{style} title="{esc(token_title(tv, layout, rejected=True))}">'
             f'{esc(visible(tv.text))}</s>')
@@ -132,6 +137,10 @@ def render_legend(layout: Optional[DrafterLayout]) -> str:
     if depth > s:
         sw = "".join(_swatch("mlp", d, layout) for d in range(s + 1, depth + 1))
         items.append(f'<span class="lg-group"><b>Parallel MLP heads</b> {sw}</span>')
+    if layout.copy:
+        items.append(f'<span class="lg-group"><b>Copied</b> <span class="sw h-copy" style="background:'
+                     f'{palette.COPY_BG}" title="a run of tokens found earlier in the prompt or the answer">'
+                     f'copy</span> from the context</span>')
     items.append('<span class="lg-group"><span class="sw h-target">bonus</span> the target\'s own token</span>')
     items.append('<span class="lg-group"><s class="ghost sw-ghost">ghost</s> rejected draft (toggle below)</span>')
     return ('<div class="gm-legend"><span class="lg-title">Colour = who guessed the token; '
@@ -195,12 +204,15 @@ def render_result(result: Optional[RaceResult]) -> str:
         return ""
     value, kind = sp
     vs, gs = v.stats(), g.stats()
+    by = gs.accepted_by_head
+    names = {"serial": "serial Transformer", "mlp": "MLP heads", "copy": "copied"}
+    who = ("; accepted drafts: " + ", ".join(f"{names[h]} {by[h]}" for h in names if by.get(h))) if by else ""
     if kind == "wall-time":
         detail = (f"{_fmt_s(v.wall_s)} vanilla vs {_fmt_s(g.wall_s)} Gumiho for the same {vs.new_tokens} tokens; "
-                  f"tau {gs.tau:.2f}")
+                  f"tau {gs.tau:.2f}{who}")
     else:
         detail = (f"sampling gave different lengths ({vs.new_tokens} vs {gs.new_tokens} tokens), so this is the "
-                  f"ratio of tokens/s ({gs.tokens_per_s:.1f} vs {vs.tokens_per_s:.1f}); tau {gs.tau:.2f}")
+                  f"ratio of tokens/s ({gs.tokens_per_s:.1f} vs {vs.tokens_per_s:.1f}); tau {gs.tau:.2f}{who}")
     word = "faster" if value >= 1 else "slower"
     shown = value if value >= 1 else 1 / value
     same = ""

@@ -5,6 +5,7 @@ import logging
 import os
 from typing import Optional
 
+from . import gpu
 from .hub import ModelHub
 from .layout import build_app, load_css
 
@@ -12,11 +13,14 @@ from .layout import build_app, load_css
 def serve(host: Optional[str] = None, port: Optional[int] = None, hub: Optional[ModelHub] = None, block: bool = True):
     """Build and launch the app on ``host:port`` (default: GRADIO_SERVER_NAME /
     GRADIO_SERVER_PORT, else 127.0.0.1:7860), then start loading the model in
-    the background, so the first page is served before the model is ready."""
+    the background, so the first page is served before the model is ready. On a
+    ZeroGPU Space the model loads first instead, before the launch (app/gpu.py)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     host = host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = int(port or os.environ.get("GRADIO_SERVER_PORT") or 7860)
     hub = hub or ModelHub()
+    if gpu.ZERO_GPU:
+        hub.start()
     demo = build_app(hub)
     # No run history: visitors' prompts are not recorded anywhere.
     demo.launch(server_name=host, server_port=port, css=load_css(), prevent_thread_lock=True, show_error=True,
@@ -26,7 +30,7 @@ def serve(host: Optional[str] = None, port: Optional[int] = None, hub: Optional[
     if hub.access.public:
         log.info("public mode: the advanced box takes only %s%s", ", ".join(hub.access.listed()),
                  " and local paths" if hub.access.local_paths else " (no local paths)")
-    hub.start()
+    hub.start()  # (already done on ZeroGPU)
     if block:
         demo.block_thread()
     return demo

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from gumiho import StepEvent, summarize
+from gumiho.copying import split_copy
 
 REPLACEMENT = "\ufffd"  # what decode() gives for an incomplete UTF-8 sequence
 MAX_PENDING = 4  # a UTF-8 character spans at most 4 bytes, so at most 4 byte tokens
@@ -98,15 +99,24 @@ class DrafterLayout:
     """What the renderer needs to know of a drafter: how many positions each family has."""
 
     serial_positions: int = 2
-    max_depth: int = 7
+    max_depth: int = 7  # the learned drafter's positions (0: the copy proposer alone)
     kind: str = "gumiho"
+    copy: int = 0  # the copy proposer's longest guess when it drafts beside it (gumiho.copying); 0 = off
 
     @classmethod
     def of(cls, drafter) -> Optional["DrafterLayout"]:
         if drafter is None:
             return None
-        cfg = drafter.cfg
-        return cls(cfg.serial_positions, cfg.max_depth, cfg.kind)
+        base, copy = split_copy(drafter)
+        if base is None:
+            return cls(0, 0, "copy", copy.max_tokens)
+        cfg = base.cfg
+        return cls(cfg.serial_positions, cfg.max_depth, cfg.kind, copy.max_tokens if copy is not None else 0)
+
+    @property
+    def depth(self) -> int:
+        """The deepest position a guess can take: the drafter's or the copy proposer's."""
+        return max(self.max_depth, self.copy)
 
 
 def step_views(events: Sequence[StepEvent], tokenizer, prompt_ids: Sequence[int] = ()) -> list[StepView]:
@@ -142,7 +152,8 @@ def step_views(events: Sequence[StepEvent], tokenizer, prompt_ids: Sequence[int]
 
 @dataclass
 class RunRecord:
-    """One decoder's run, timed alone: its events and what they look like."""
+    """One decoder's run: its events (``elapsed_s`` on this decoder's own clock) and
+    what they look like."""
 
     label: str  # "vanilla" or "gumiho"
     events: list[StepEvent]
@@ -153,7 +164,7 @@ class RunRecord:
 
     @property
     def depth(self) -> int:
-        return self.layout.max_depth if self.layout else 0
+        return self.layout.depth if self.layout else 0
 
     @property
     def wall_s(self) -> float:
@@ -205,6 +216,7 @@ class RaceResult:
     drafter_note: str = ""
     temperature: float = 0.0
     notes: list[str] = field(default_factory=list)
+    scheme: str = "alternating"  # how the two runs were timed (app.race.TIMING)
 
     @property
     def duration(self) -> float:

@@ -1,22 +1,45 @@
 """The walkthrough: one generation, looked at one verify step at a time.
 
-For every verify step it keeps the draft tree the drafter proposed, which path
-the target accepted, and the token the target itself chose at each depth, so a
-teacher can go forwards and backwards through the steps and explain each one.
+For every verify step it keeps the draft tree the drafter proposed, who proposed
+each node, which path the target accepted, and the token the target itself chose
+at each depth, so a teacher can go forwards and backwards through the steps (or
+let them play) and explain each one.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from typing import Optional
 
-from gumiho import GenerationSettings, stream
+from gumiho import GenerationSettings, GumihoError, TreeSettings, stream
 
-from .figures import tree_figure
+from .access import Access
+from .figures import default_head, head_colour, node_heads, proposer, tree_figure
+from .gpu import on_gpu
 from .hub import ModelHub
-from .inputs import Request, check_prompt_ids
-from .render import esc, head_name, render_steps, visible
+from .inputs import DEVICE_TREE, WALK_MAX_NEW_TOKENS, Request, check_prompt_ids, parse_request
+from .render import esc, render_steps, visible
 from .tokens import DrafterLayout, StepView, step_views
+
+# The walkthrough's own tree: the paper's shape, as the engine drafts it on a GPU
+# (gumiho.tree.TreeSettings.for_device): 63 drafted tokens to depth 7, every MLP head
+# in use, and 8 full-tree tokens. The race sizes its tree for speed on this machine,
+# and on a CPU that is 5 tokens to depth 3: one MLP head at most, so a class would
+# almost never see positions 4-7, the parallel heads that are half of what this tab
+# teaches. A step-through has no clock to protect, and the larger verify forward
+# costs little here: 24 tokens of the default model take about 1.3 s on two CPU
+# cores with this tree (some 3 s the first time, while the larger shapes warm up),
+# against 0.6 s with the race's.
+WALK_TREE = TreeSettings(total_tokens=63, depth=7, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True,
+                         full_tree_tokens=8)
+
+PAPER_TREE = "paper"
+RACE_TREE = "race"
+TREE_CHOICES = [("the paper's shape (depth 7, all heads)", PAPER_TREE),
+                ("the race's tree (fast, sized for this machine)", RACE_TREE)]
+TREE_LABELS = {PAPER_TREE: "the paper's tree shape", RACE_TREE: "the race's tree"}
+PLAY_INTERVAL_S = 1.5  # autoplay: time to read one step before the next
 
 EXPLANATION = """
 ### What you are looking at
@@ -34,6 +57,22 @@ forward per position. **Positions 3 to 7** (orange) come from five small **MLP h
 all at once from the same input: cheap, but each head guesses its position without seeing the tokens
 drafted just before it, so its guesses are rougher.
 
+### The tree in this tab
+Unless you pick the race's tree, this tab drafts the paper's tree: up to 63 tokens (plus 8 full-tree
+ones) down to depth 7, so every step shows all seven positions. Each depth is a column, headed by
+the head that proposed it (**S1**, **S2**: the serial Transformer's two steps; **M1**…**M5**: the MLP
+heads) and shaded in its family's colour. The table below the tree goes through the depths in order:
+where the accepted path holds, where it breaks, and the nodes below the break that were never checked.
+The race's tree is sized for speed on this machine ({race_nodes} tokens, depth {race_depth}).
+
+### A third guesser: copying from the context
+With **Copy from the context** on (the Race tab's settings), one more guess joins every tree: where the
+last few tokens already occurred earlier in the prompt or the answer, the tokens that followed them
+there. Summaries, answers about a given passage and code repeat long runs of their context, which a
+lookup finds whole where the drafter would guess them one by one. These nodes are **green** (**C** in
+the tree); where a copied token is one the drafter proposed too, the node stays the drafter's. The
+target checks them in the same forward, by the same rule, so the text is still exactly its own.
+
 ### Why the early positions matter most
 A path is only kept up to its first wrong token. If position 1 is wrong, positions 2–7 are thrown
 away however good they were; if position 6 is wrong, only 6 and 7 are lost. Position *d* only ever
@@ -41,6 +80,8 @@ counts when positions 1…*d*−1 were all accepted, so acceptance can only fall
 acceptance plot in the race tab). That is why Gumiho spends its stronger, slower serial Transformer
 on the first positions and the cheap parallel heads on the later ones.
 """
+# The race's tree is the machine's (small on a CPU, the paper's on a GPU).
+EXPLANATION = EXPLANATION.format(race_nodes=DEVICE_TREE.total_tokens, race_depth=DEVICE_TREE.depth)
 
 
 @dataclass
@@ -57,6 +98,7 @@ class WalkStep:
     drafted: int
     accepted_length: int
     expected: float = 0.0  # the drafter's own expectation of the accepted length: its path probabilities summed
+    heads: list[str] = field(default_factory=list)  # proposer per node: "root", "serial", "mlp" or "copy"
 
 
 @dataclass
@@ -70,6 +112,31 @@ class Walk:
     drafter_label: str = ""
     notes: list[str] = field(default_factory=list)
     cost_aware_cap: int = 0  # a cost-aware tree's most drafted tokens a step; 0 for a fixed tree
+    tree_label: str = ""  # which tree the walk drafted (TREE_LABELS)
+
+
+def walk_request(prompt, max_new_tokens, tree_choice, depth, top_k, budget, drafter_kind="gumiho", target_id="",
+                 drafter_path="", cost_aware=None, access: Optional[Access] = None, copy=None) -> Request:
+    """The walkthrough's request: greedy, at most WALK_MAX_NEW_TOKENS tokens, with the
+    paper's tree (WALK_TREE) or, for ``tree_choice == RACE_TREE``, the tree the race's
+    controls give (``depth``, ``top_k``, ``budget``, ``cost_aware``)."""
+    choice = tree_choice or PAPER_TREE  # an old page or an API call may leave it out
+    if choice not in TREE_LABELS:
+        raise GumihoError(f"Unknown tree {str(tree_choice)[:40]!r}; choose {PAPER_TREE!r} or {RACE_TREE!r}.")
+    if choice == PAPER_TREE:
+        # The race's tree controls are not used, so they are not checked either: a
+        # value the race would refuse must not refuse a walkthrough that ignores it.
+        depth, top_k, budget, cost_aware = WALK_TREE.depth, WALK_TREE.top_k, WALK_TREE.total_tokens, False
+    req = parse_request(prompt, max_new_tokens, 0.0, 1.0, 0, depth, top_k, budget, drafter_kind, target_id,
+                        drafter_path, max_tokens_cap=WALK_MAX_NEW_TOKENS, cost_aware=cost_aware, access=access,
+                        copy=copy)
+    if choice == PAPER_TREE:
+        req.settings = dataclasses.replace(req.settings, tree=WALK_TREE).validate()
+    return req
+
+
+def tree_choice_of(req: Request) -> str:
+    return PAPER_TREE if req.settings.tree == WALK_TREE else RACE_TREE
 
 
 def _piece(tok, ctx: list[int], token: int) -> str:
@@ -79,14 +146,16 @@ def _piece(tok, ctx: list[int], token: int) -> str:
     return full[len(base):] if full.startswith(base) else full
 
 
+@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/gpu.py); elsewhere unchanged
 def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = None) -> Walk:
-    res = hub.resolve(req.target_id, req.drafter_kind, req.drafter_path)
+    res = hub.resolve(req.target_id, req.drafter_kind, req.drafter_path, req.copy)
     target, drafter = res.target, res.drafter
     ids = check_prompt_ids(target.encode(req.prompt), target.context_length, target.name)
     settings: GenerationSettings = req.settings
     events = list(stream(target, ids, drafter, settings, stop=stop, keep_trees=True))
     tok = target.tokenizer
     views = step_views(events, tok, ids)
+    layout = DrafterLayout.of(drafter) or DrafterLayout()
     history = list(ids)
     steps: list[WalkStep] = []
     for ev in events:
@@ -110,12 +179,17 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
             steps.append(WalkStep(ev.step, texts, list(tree.parents), list(tree.depths), list(tree.probs),
                                   list(tree.full_tree) or [False] * len(tree), list(ev.accepted_nodes),
                                   list(ev.target_choices), choice_text, ev.drafted, ev.accepted_length,
-                                  sum(path_prob[1:])))
+                                  sum(path_prob[1:]),
+                                  # Who proposed each node: recorded by a tree that knows (a
+                                  # copy proposer's nodes among the drafter's), else by depth.
+                                  node_heads(getattr(tree, "heads", None), tree.depths, layout,
+                                             getattr(tree, "copied", None) or ())))
         history.extend(ev.tokens)
     tree = settings.tree
-    return Walk(DrafterLayout.of(drafter), views, steps, target.name, res.note,
+    return Walk(layout, views, steps, target.name, res.note,
                 events[-1].finish_reason if events else None, res.drafter_label,
-                cost_aware_cap=tree.total_tokens if tree is not None and tree.cost_aware else 0)
+                cost_aware_cap=tree.total_tokens if tree is not None and tree.cost_aware else 0,
+                tree_label=TREE_LABELS[tree_choice_of(req)])
 
 
 def _children(parents: list[int]) -> list[list[int]]:
@@ -126,14 +200,21 @@ def _children(parents: list[int]) -> list[list[int]]:
     return out
 
 
+def _heads(s: WalkStep, lay: DrafterLayout) -> list[str]:
+    return s.heads if len(s.heads) == len(s.depths) else node_heads(None, s.depths, lay)
+
+
+FAMILY_NAMES = {"serial": "the serial Transformer", "mlp": "the MLP heads", "copy": "copies from the context"}
+
+
 def step_header(walk: Walk, i: int) -> str:
     s = walk.steps[i]
-    lay = walk.layout
+    lay = walk.layout or DrafterLayout()
+    heads = _heads(s, lay)
     n = len(walk.steps)
     acc = s.accepted_length
     if acc:
-        heads = sorted({("serial" if s.depths[j] <= lay.serial_positions else "mlp") for j in s.accepted})
-        who = " and ".join("the serial Transformer" if h == "serial" else "the MLP heads" for h in heads)
+        who = " and ".join(FAMILY_NAMES.get(h, h) for h in dict.fromkeys(heads[j] for j in s.accepted))
         kept = f"accepted the first <b>{acc}</b> drafted token{'s' if acc > 1 else ''} (from {who})"
     else:
         kept = "accepted <b>none</b> of the drafted tokens"
@@ -147,42 +228,74 @@ def step_header(walk: Walk, i: int) -> str:
                 f"ran one plain forward and chose <code>{esc(visible(bonus))}</code>. {produced}")
     sized = (f", the best of up to {walk.cost_aware_cap} whose chances of acceptance pay for the longer verify "
              f"forward on this machine" if walk.cost_aware_cap else "")
+    deepest = max(s.depths)
+    families = [FAMILY_NAMES.get(h, h) for h in dict.fromkeys(heads[1:])]
+    by = f" by {' and '.join(families)}" if families else ""
     return (f'<div class="walk-head"><b>Verify step {i + 1} of {n}.</b> The drafter proposed a tree of '
-            f"<b>{s.drafted}</b> tokens (up to depth {max(s.depths)}{sized}) and, by its own probabilities, expected "
-            f"{s.expected:.2f} of them to be accepted. The target checked all of them in one forward "
+            f"<b>{s.drafted}</b> tokens{by} (up to depth {deepest}{sized}) and, by its own probabilities, "
+            f"expected {s.expected:.2f} of them to be accepted. The target checked all of them in one forward "
             f"pass, {kept}, and added its own token <code>{esc(visible(bonus))}</code>. {produced}")
 
 
+def _swatch(colour: str) -> str:
+    return (f'<span style="display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px;'
+            f'background:{colour}"></span>')
+
+
 def choices_table(walk: Walk, i: int) -> str:
-    """Depth by depth: what the drafter offered below the accepted path, and what
-    the target chose there."""
+    """Depth by depth, for every depth of the tree: who proposed its nodes and how
+    many there are; along the accepted path, what the drafter offered below it, the
+    target's choice and the verdict; below the depth where the path broke, that the
+    nodes there were never checked. Rows carry data-depth, data-head (the proposers,
+    space-separated) and data-state ("accepted", "broke", "bonus" or "unchecked")."""
     s = walk.steps[i]
-    lay = walk.layout
+    lay = walk.layout or DrafterLayout()
+    heads = _heads(s, lay)
     children = _children(s.parents)
+    at_depth: dict[int, list[int]] = {}
+    for j in range(1, len(s.depths)):
+        at_depth.setdefault(s.depths[j], []).append(j)
     rows = []
-    node = 0
-    for d, choice in enumerate(s.choice_text, start=1):
-        kids = sorted(children[node], key=lambda j: -s.probs[j])
-        head = head_name("serial" if d <= lay.serial_positions else "mlp", d, lay)
-        cands = ", ".join(f"<code>{esc(visible(s.node_text[j]))}</code> {s.probs[j]:.2f}" for j in kids[:6])
-        if len(kids) > 6:
-            cands += f", … ({len(kids) - 6} more)"
-        match = next((j for j in kids if j in s.accepted), None)
-        if match is not None:
-            verdict = '<span class="ok">✓ drafted, accepted</span>'
-            node = match
-        elif kids:
-            verdict = ('<span class="no">✗ not among the drafts: it becomes the bonus token, '
-                       "the rest is discarded</span>")
+    node = 0  # the accepted path so far ends here
+    broke = 0  # the depth where the path stopped (its bonus token's), once passed
+    for d in range(1, max([len(s.choice_text), *at_depth]) + 1):
+        nodes = at_depth.get(d, [])
+        proposers = list(dict.fromkeys(heads[j] for j in nodes))
+        shown = proposers or [default_head(d, lay)]
+        who = "<br>".join(_swatch(head_colour(h, d, lay)) + esc(proposer(h, d, lay)[1]) for h in shown)
+        count = str(len(nodes)) if nodes else "–"
+        if not broke and d <= len(s.choice_text):
+            kids = sorted(children[node], key=lambda j: -s.probs[j])
+            cands = ", ".join(f"<code>{esc(visible(s.node_text[j]))}</code> "
+                              + ("copy" if heads[j] == "copy" else f"{s.probs[j]:.2f}") for j in kids[:6])
+            if len(kids) > 6:
+                cands += f", … ({len(kids) - 6} more)"
+            choice = f"<code>{esc(visible(s.choice_text[d - 1]))}</code>"
+            match = next((j for j in kids if j in s.accepted), None)
+            if match is not None:
+                state, verdict = "accepted", '<span class="ok">✓ drafted, accepted</span>'
+                node = match
+            elif kids:
+                state, verdict = "broke", ('<span class="no">✗ not among the drafts: it becomes the bonus token, '
+                                           "the rest is discarded</span>")
+            else:
+                state, verdict = "bonus", ('<span class="bonus">the tree ends here: the target\'s token is the '
+                                           "bonus token</span>")
+            if match is None:
+                broke = d
+            style = ""
         else:
-            verdict = '<span class="bonus">the tree ends here: the target\'s token is the bonus token</span>'
-        rows.append(f"<tr><td>{d}</td><td>{esc(head) if kids else '–'}</td><td>{cands or '–'}</td>"
-                    f"<td><code>{esc(visible(choice))}</code></td><td>{verdict}</td></tr>")
-        if match is None:
-            break
-    return ('<table class="walk-table"><thead><tr><th>depth</th><th>drafted by</th><th>drafted candidates '
-            "(draft prob)</th><th>target's choice</th><th>verdict</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")
+            # Drafted, but below the break: the target's verdict on them never counted.
+            state, cands, choice = "unchecked", "–", "–"
+            verdict = (f"not checked: discarded with the path's break at depth {broke}" if broke
+                       else "not checked: the answer ended")
+            style = ' style="opacity:0.6"'
+        rows.append(f'<tr data-depth="{d}" data-head="{esc(" ".join(proposers) or "none")}" data-state="{state}"'
+                    f"{style}><td>{d}</td><td>{who}</td><td>{count}</td><td>{cands or '–'}</td><td>{choice}</td>"
+                    f"<td>{verdict}</td></tr>")
+    return (f'<table class="walk-table" data-max-depth="{max(s.depths)}"><thead><tr><th>depth</th>'
+            "<th>drafted by</th><th>nodes</th><th>drafted after the accepted path (draft prob)</th>"
+            "<th>target's choice</th><th>verdict</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
 def text_so_far(walk: Walk, i: int) -> str:
@@ -195,4 +308,5 @@ def text_so_far(walk: Walk, i: int) -> str:
 def step_figure(walk: Walk, i: int):
     s = walk.steps[i]
     return tree_figure(s.node_text, s.parents, s.depths, s.probs, s.accepted, walk.layout, s.choice_text,
-                       s.full_tree, title=f"Draft tree of verify step {i + 1}: accepted path highlighted")
+                       s.full_tree, title=f"Draft tree of verify step {i + 1}: {s.drafted} drafted tokens, the "
+                                          "accepted path drawn thick", heads=s.heads or None)

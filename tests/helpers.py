@@ -134,3 +134,15 @@ class FixedTreeDrafter:
                     nxt.append(len(tree) - 1)
             frontier = nxt
         return tree
+
+
+def ready_hub(target, drafter, label: str = "tiny drafter", trained: bool = False):
+    """An app ModelHub that is ready at once and serves ``target`` with ``drafter``
+    for every request (no loading thread, no shipped drafters looked for)."""
+    from app.hub import ModelHub, Resolved
+
+    hub = ModelHub(default_loader=lambda: target, warmup=False)
+    hub.resolve = lambda *a, **k: Resolved(target, drafter, trained, "", label)
+    hub.state = "ready"
+    hub._ready.set()
+    return hub

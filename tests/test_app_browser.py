@@ -1,6 +1,7 @@
 """The app in a real headless Chromium: first page while the model loads, a race
-with coloured tokens, ghosts and plots, Stop, bad input, a walkthrough step,
-no leakage into a second session, and the screenshot used in the README.
+with coloured tokens, ghosts and plots, Stop, bad input, no leakage into a second
+session, the walkthrough (the paper's deep tree with its MLP heads, autoplay, the
+race's tree), and the screenshots used in the README.
 
 Needs the Debian packages ``chromium`` (and ``chromium-driver``) and the Python
 package ``playwright`` (its own browser download is not used)."""
@@ -20,6 +21,7 @@ from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
 from app_server import ROOT, running_app  # noqa: E402
 
 SCREENSHOT = os.path.join(ROOT, "assets", "screenshot.png")
+WALK_SCREENSHOT = os.path.join(ROOT, "assets", "walkthrough.png")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 MODEL_READY_S = 300_000  # ms: loading the default model on a busy 2-core machine
@@ -49,7 +51,7 @@ def rgb(css: str) -> tuple[int, int, int]:
     return tuple(int(x) for x in re.findall(r"\d+", css)[:3])
 
 
-def test_race_walkthrough_and_screenshot(server, browser):
+def test_race_and_screenshot(server, browser):
     assert server.first_page_s < 60, f"first page took {server.first_page_s:.1f} s"
     assert "Loading SmolLM2-135M-Instruct" in server.config_at_first_page  # the first page says it is loading
     print(f"\nfirst page served {server.first_page_s:.1f} s after the command")
@@ -125,26 +127,104 @@ def test_race_walkthrough_and_screenshot(server, browser):
     page.wait_for_selector("#gm-result .gm-result.stopped", timeout=RUN_S)
     page.wait_for_selector("#gm-run:not([disabled])", timeout=60_000)
 
-    # The walkthrough: generate, then one step forward; with trees sized by measured cost
-    # (the box in the race's settings), so each step says what the drafter expected.
-    page.check("#gm-cost-aware input[type=checkbox]")
+    page.close()
+    other.close()
+
+
+def walk_step(page) -> tuple[int, int, int]:
+    """(step, of steps, drafted tokens accepted) that the walkthrough shows."""
+    head = page.inner_text("#gm-walk-head")
+    m = re.search(r"Verify step (\d+) of (\d+)", head)
+    acc = re.search(r"accepted the first (\d+) drafted", head)
+    return int(m.group(1)), int(m.group(2)), int(acc.group(1)) if acc else 0
+
+
+def test_walkthrough_shows_the_mlp_heads_plays_and_takes_the_races_tree(server, browser):
+    """By default the walkthrough drafts the paper's tree: every step has nodes at
+    depths 4-7, proposed by the MLP heads, named in the table and the figure; the
+    screenshot of the README shows a step whose accepted path reaches them. Play
+    steps on by itself until Pause. The race's tree (here sized by cost, the race's
+    box) is the small one, and each step says what the drafter expected."""
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    page.goto(server.url)
+    page.wait_for_selector("#gm-run:not([disabled])", timeout=MODEL_READY_S)  # the model is ready
     page.click("button[role=tab]:has-text('Walkthrough')")
-    page.fill("#gm-walk-prompt textarea", "Name three colours.")
+    page.wait_for_selector("#gm-walk-run:not([disabled])", timeout=30_000)
+    assert page.locator("#gm-walk-tree-choice input[type=radio]").first.is_checked()  # the paper's shape
+    page.fill("#gm-walk-prompt textarea", "Write a short poem about the sea.")
     page.click("#gm-walk-run")
     page.wait_for_selector("#gm-walk-head .walk-head", timeout=RUN_S)
+    assert "the paper's tree shape" in page.inner_text("#gm-walk-status")
+    step, n_steps, _ = walk_step(page)
+    assert step == 1 and n_steps >= 2
+    # Nodes at depth >= 4, drafted by the MLP heads: a row of the table each, a column of the figure each.
+    assert page.locator("#gm-walk-table table[data-max-depth='7']").count() == 1
+    for d in range(4, 8):
+        row = page.locator(f"#gm-walk-table tr[data-depth='{d}'][data-head~='mlp']")
+        assert row.count() == 1 and f"MLP head {d - 2}" in row.inner_text()
+    assert page.locator("#gm-walk-tree .main-svg").count() >= 1
+    assert page.locator("#gm-walk-tree text:has-text('MLP head 5')").count() >= 1
+    assert page.locator("#gm-walk-tree text:has-text('serial step 1')").count() >= 1
+    assert page.locator("#gm-walk-tree text:has-text('target:')").count() >= 1
+    assert page.locator("#gm-walk-text .current-step").count() == 1
+
+    # The README's picture: the first step whose accepted path reaches an MLP head (depth >= 3),
+    # else the step that went deepest.
+    best, best_acc = 1, walk_step(page)[2]
+    while best_acc < 3 and step < n_steps:
+        page.click("#gm-walk-next")
+        page.wait_for_selector(f"#gm-walk-head:has-text('Verify step {step + 1} of')", timeout=30_000)
+        step, _, acc = walk_step(page)
+        if acc > best_acc:
+            best, best_acc = step, acc
+    while step > best:
+        page.click("#gm-walk-prev")
+        page.wait_for_selector(f"#gm-walk-head:has-text('Verify step {step - 1} of')", timeout=30_000)
+        step = walk_step(page)[0]
+    print(f"\nwalkthrough: {n_steps} steps; step {best} accepted {best_acc} drafted tokens")
+    if best_acc >= 3:
+        assert page.locator("#gm-walk-table tr[data-depth='3'][data-state='accepted']").count() == 1
+    page.wait_for_timeout(500)  # the figure's redraw
+    # From the walk's banner to the end of its table (bounding boxes are relative to the
+    # viewport; a full-page clip is relative to the page).
+    scroll = page.evaluate("() => window.scrollY")
+    top = page.locator("#gm-walk-status").bounding_box()
+    bottom = page.locator("#gm-walk-table").bounding_box()
+    page.screenshot(path=WALK_SCREENSHOT, full_page=True,
+                    clip={"x": 0, "y": top["y"] + scroll - 8, "width": 1300,
+                          "height": bottom["y"] + bottom["height"] - top["y"] + 16})
+    assert os.path.getsize(WALK_SCREENSHOT) < 300_000, os.path.getsize(WALK_SCREENSHOT)
+
+    # Autoplay: from the first step, Play moves on by itself; Pause stops it. (With two steps
+    # only, the first tick would reach the last step and stop by itself before Pause.)
+    assert n_steps >= 3, "the prompt is long enough for a few steps"
+    while step > 1:
+        page.click("#gm-walk-prev")
+        page.wait_for_selector(f"#gm-walk-head:has-text('Verify step {step - 1} of')", timeout=30_000)
+        step -= 1
+    page.click("#gm-walk-play")
+    page.wait_for_selector("#gm-walk-play:has-text('Pause')", timeout=10_000)
+    page.wait_for_selector("#gm-walk-head:has-text('Verify step 2 of')", timeout=15_000)
+    page.click("#gm-walk-play")
+    page.wait_for_selector("#gm-walk-play:has-text('Play')", timeout=10_000)
+    paused_at = walk_step(page)[0]
+    page.wait_for_timeout(3500)  # two ticks' time: it stays where it was paused
+    assert walk_step(page)[0] == paused_at
+
+    # The race's tree, sized by measured cost (the box in the race's settings).
+    page.click("button[role=tab]:has-text('Race')")
+    page.click("text=Settings")
+    page.check("#gm-cost-aware input[type=checkbox]")
+    page.click("button[role=tab]:has-text('Walkthrough')")
+    page.click("#gm-walk-tree-choice label:has-text(\"the race's tree\")")
+    page.fill("#gm-walk-prompt textarea", "Name three colours.")
+    page.click("#gm-walk-run")
+    page.wait_for_selector("#gm-walk-status:has-text(\"the race's tree\")", timeout=RUN_S)
     head = page.inner_text("#gm-walk-head")
     assert head.startswith("Verify step 1 of"), head
     assert "pay for the longer verify forward" in head or "none was verified" in head, head
-    n_steps = int(re.search(r"of (\d+)", head).group(1))
-    assert page.locator("#gm-walk-tree .main-svg").count() >= 1
-    assert page.locator("#gm-walk-tree text:has-text('target:')").count() >= 1
-    assert page.locator("#gm-walk-table tr").count() >= 2
-    if n_steps > 1:
-        page.click("#gm-walk-next")
-        page.wait_for_selector("#gm-walk-head:has-text('Verify step 2 of')", timeout=30_000)
-    assert page.locator("#gm-walk-text .current-step").count() == 1
+    assert page.locator("#gm-walk-table tr[data-depth='4']").count() == 0  # the race's tree stops at depth 3
     page.close()
-    other.close()
 
 
 def test_bad_seed_hostile_text_and_stop_leave_the_page_usable(server, browser):

@@ -161,19 +161,27 @@ class StopAfter(threading.Event):
         return super().is_set()
 
 
-def test_stop_keeps_the_produced_tokens(slow_hub):
+@pytest.mark.parametrize("scheme", ["alternating", "sequential"])
+def test_stop_keeps_the_produced_tokens(slow_hub, scheme):
     hub, _ = slow_hub
     stop = StopAfter(12)
-    result = compute_race(hub, request(max_new=512), stop)
-    v = result.vanilla
+    result = compute_race(hub, request(max_new=512), stop, scheme=scheme)
+    v, g = result.vanilla, result.gumiho
     produced = sum(len(e.tokens) for e in v.events)
-    assert v.stopped and 5 <= produced < 512 and not result.gumiho.events
+    assert v.stopped and g.stopped and 5 <= produced < 512
+    if scheme == "sequential":  # stopped while vanilla was timed alone: Gumiho never started
+        assert not g.events
+    else:  # both were under way, each stops at its next step
+        assert 2 <= sum(len(e.tokens) for e in g.events) < 512 and g.events[-1].finish_reason == "stopped"
     frames = list(replay_frames(result, stop, sleep=lambda s: None))
     assert len(frames) == 1 and frames[0].final and not frames[0].stopped
-    assert frames[0].n_vanilla == len(v.events)  # everything, at once
+    assert (frames[0].n_vanilla, frames[0].n_gumiho) == (len(v.events), len(g.events))  # everything, at once
     assert render_run(v, frames[0].n_vanilla) == render_run(v) != ""
     assert f'<div class="v">{produced}</div><div class="k">tokens</div>' in render_stats(v, frames[0].n_vanilla)
-    assert f"its column shows the {produced} tokens it produced; Gumiho did not run" in render_result(result)
+    if scheme == "sequential":
+        assert f"its column shows the {produced} tokens it produced; Gumiho did not run" in render_result(result)
+    else:
+        assert "Stopped. Both columns and the figures show what was produced until then." in render_result(result)
 
 
 # ----------------------------------------------------------------------------- inputs where they enter

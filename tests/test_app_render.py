@@ -17,9 +17,11 @@ from app.inputs import DEVICE_TREE, MAX_PROMPT_CHARS, parse_request
 from app.race import Runs, compute_race, in_background, replay_frames, summary
 from app.render import esc, render_legend, render_result, render_stats, render_steps, visible
 from app.tokens import Detokenizer, DrafterLayout, RaceResult, record, step_views
-from app.walkthrough import choices_table, compute_walk, step_figure, step_header, text_so_far
+from app.hub import _random_drafter
+from app.walkthrough import PAPER_TREE, PLAY_INTERVAL_S, RACE_TREE, TREE_CHOICES, WALK_TREE, Walk, WalkStep, choices_table, \
+    compute_walk, step_figure, step_header, text_so_far, walk_request
 
-from helpers import OracleDrafter, tiny_target
+from helpers import OracleDrafter, ready_hub, tiny_target
 
 END = 300  # the toy tokenizer's special "end" token
 
@@ -241,16 +243,51 @@ def test_tree_figure_highlights_accepted_path_and_escapes_labels():
     fig = figures.tree_figure(texts, [-1, 0, 0, 1, 3], [0, 1, 1, 2, 3], [1, .6, .3, .5, .4], [1, 3], LAYOUT,
                               ["<b>", "x", "z"])
     nodes = fig.trace("nodes")
-    assert "<b>&lt;b&gt;</b>" in nodes["text"][1]  # accepted: bold, and the token's own "<b>" escaped
-    assert "S1" in nodes["text"][1] and "S2" in nodes["text"][3] and "M1" in nodes["text"][4]
+    assert nodes["text"][1] == "<b>&lt;b&gt;</b>"  # accepted: bold, and the token's own "<b>" escaped
+    assert nodes["text"][2] == "␣a"  # rejected: plain; the column says the head, not every node
+    # The columns are headed by their proposers: S1, S2 = serial steps, M1 = the first MLP head.
+    ticks = fig.layout["xaxis"]["ticktext"]
+    assert ticks[0] == "root" and "<b>S1</b> serial step 1" in ticks[1] and "<b>S2</b>" in ticks[2]
+    assert "<b>M1</b> MLP head 1" in ticks[3]
+    assert "serial step" in nodes["hovertext"][1] or "serial Transformer (step 1)" in nodes["hovertext"][1]
     colours = nodes["marker"]["color"]
     assert colours[2] == palette.REJECTED_PLOT and colours[4] == palette.REJECTED_PLOT  # rejected: grey
     assert colours[1] == palette.plot_colour("serial", 0, 2) and colours[3] == palette.plot_colour("serial", 1, 2)
     assert fig.trace("accepted path")["line"]["color"] == palette.ACCEPT_EDGE
-    assert [a["text"] for a in fig.layout["annotations"]] == ["target: <b>&lt;b&gt;</b>", "target: <b>x</b>",
-                                                             "target: <b>z</b>"]
+    # The target's choice per depth: ticked along the path, crossed where it broke (a drafted "y" was there).
+    assert [a["text"] for a in fig.layout["annotations"]] == ["✓ target: <b>&lt;b&gt;</b>", "✓ target: <b>x</b>",
+                                                             "✗ target: <b>z</b> (bonus)"]
+    assert "rejected: the target chose z here" in nodes["hovertext"][4]
+    assert "discarded" in nodes["hovertext"][2] or "rejected" in nodes["hovertext"][2]
+    # Every depth's column is shaded in its family's hue: blues, then oranges.
+    bands = [sh["fillcolor"] for sh in fig.layout["shapes"] if sh["type"] == "rect"]
+    assert bands == [palette.token_background("serial", 1, 2)] * 2 + [palette.token_background("mlp", 4, 5)]
     pos = figures.tree_positions([-1, 0, 0, 1, 3])
     assert pos[0][0] == 0 and pos[4][0] == 3
+    # A tree that ended on the path: its bonus is no rejection.
+    ended = figures.tree_figure(texts[:2], [-1, 0], [0, 1], [1, .6], [1], LAYOUT, ["<b>", "q"])
+    assert ended.layout["annotations"][-1]["text"] == "target: <b>q</b> (bonus)"
+
+
+def test_tree_figure_and_heads_of_a_tree_with_copied_nodes():
+    """A third proposer: a tree may say who proposed each node (``heads``) or mark
+    copied nodes (``copied``); without either, the head follows from the depth."""
+    depths = [0, 1, 2, 3, 1, 2]
+    assert figures.node_heads(None, depths, LAYOUT) == ["root", "serial", "serial", "mlp", "serial", "serial"]
+    copied = [False, False, False, False, True, True]
+    heads = figures.node_heads(None, depths, LAYOUT, copied)
+    assert heads == ["root", "serial", "serial", "mlp", "copy", "copy"]
+    assert figures.node_heads(["target"] + heads[1:], depths, LAYOUT) == heads  # recorded heads win
+    assert figures.default_head(9, LAYOUT) == "copy"  # deeper than any drafter head
+    fig = figures.tree_figure(["r", "a", "b", "c", "x", "y"], [-1, 0, 1, 2, 0, 4], depths, [1, .5, .5, .5, 0, 0],
+                              [4, 5], LAYOUT, ["x", "y", "z"], heads=heads)
+    nodes = fig.trace("nodes")
+    assert nodes["marker"]["symbol"][4] == "diamond" and nodes["marker"]["symbol"][1] == "circle"
+    assert nodes["marker"]["color"][4] == figures.COPY_PLOT  # accepted copied node: its own hue
+    assert nodes["text"][4] == "<b>x</b> <i>C</i>"  # in a serial column, a copied node says so
+    assert "copied from the context" in nodes["hovertext"][4] and "no draft probability" in nodes["hovertext"][4]
+    ticks = fig.layout["xaxis"]["ticktext"]
+    assert "S1" in ticks[1] and "<b>C</b> copy" in ticks[1]  # both proposers of depth 1
 
 
 # ----------------------------------------------------------------------------- stats, speedup, replay
@@ -460,6 +497,90 @@ def test_walkthrough_on_tiny_target(tiny_hub):
     assert 'class="current-step"' in text_so_far(walk, i)
 
 
+@pytest.fixture(scope="module")
+def gumiho_hub():
+    """The tiny target with a tiny real Gumiho drafter (random weights: 2 serial
+    positions, 5 MLP heads), so the walkthrough's trees are what the engine drafts."""
+    target = tiny_target("llama", vocab=320, hidden=32, eos=END, ctx=512, seed=4)
+    target.tokenizer = TOK
+    return ready_hub(target, _random_drafter(target, "gumiho"), "tiny gumiho drafter")
+
+
+def test_walkthrough_defaults_to_the_papers_tree_with_every_head(gumiho_hub):
+    req = walk_request("Hello there", 12, None, 3, 4, 5)  # the race's controls say 5 nodes, depth 3: ignored
+    assert req.settings.tree == WALK_TREE and req.settings.temperature == 0
+    assert (WALK_TREE.depth, WALK_TREE.total_tokens) == (7, 63) and not WALK_TREE.cost_aware
+    walk = compute_walk(gumiho_hub, req)
+    assert walk.steps and walk.tree_label == "the paper's tree shape"
+    assert (walk.layout.serial_positions, walk.layout.max_depth) == (2, 7)
+    for s in walk.steps:
+        assert max(s.depths) == 7 and s.drafted > 40  # every step reaches the last MLP head
+        assert s.heads == ["root"] + ["serial" if d <= 2 else "mlp" for d in s.depths[1:]]
+        assert sum(1 for d in s.depths if d >= 4) >= 5
+    i = 0
+    table = choices_table(walk, i)
+    rows = re.findall(r'<tr data-depth="(\d+)" data-head="(\w+)" data-state="(\w+)"[^>]*>(.*?)</tr>', table)
+    assert [int(r[0]) for r in rows] == list(range(1, 8))  # every depth of the tree has its row
+    for depth, head, state, cells in rows:
+        d = int(depth)
+        if d <= 2:
+            assert head == "serial" and f"serial Transformer (step {d})" in cells
+        else:
+            assert head == "mlp" and f"MLP head {d - 2}" in cells
+    s = walk.steps[i]
+    assert [r[2] for r in rows][:s.accepted_length] == ["accepted"] * s.accepted_length
+    assert rows[s.accepted_length][2] in ("broke", "bonus")
+    assert all(r[2] == "unchecked" for r in rows[s.accepted_length + 1:])
+    assert 'data-max-depth="7"' in table
+    head = step_header(walk, i)
+    assert "by the serial Transformer and the MLP heads (up to depth 7" in head
+    fig = step_figure(walk, i)
+    assert "<b>M5</b> MLP head 5" in fig.layout["xaxis"]["ticktext"][7]
+    assert f"{s.drafted} drafted tokens" in fig.layout["title"]["text"]
+
+
+def test_walkthrough_race_tree_switch_gives_the_races_settings(gumiho_hub):
+    race = parse_request("Hello there", 12, 0.0, 1.0, 0, 3, 2, 5, cost_aware=True).settings.tree
+    req = walk_request("Hello there", 12, RACE_TREE, 3, 2, 5, cost_aware=True)
+    assert req.settings.tree == race and req.settings.tree != WALK_TREE
+    walk = compute_walk(gumiho_hub, walk_request("Hello there", 12, RACE_TREE, 3, 2, 5, cost_aware=False))
+    assert walk.tree_label == "the race's tree" and all(max(s.depths) <= 3 and s.drafted <= 5 for s in walk.steps)
+    assert walk_request("Hello there", 12, PAPER_TREE, 3, 2, 5).settings.tree == WALK_TREE
+    # With the paper's tree the race's controls are not read, so a value the race refuses does not matter;
+    # with the race's, it is refused as in the race.
+    assert walk_request("Hello there", 12, PAPER_TREE, 99, 2, 5).settings.tree == WALK_TREE
+    with pytest.raises(GumihoError, match="Tree depth"):
+        walk_request("Hello there", 12, RACE_TREE, 99, 2, 5)
+    with pytest.raises(GumihoError, match="Unknown tree"):
+        walk_request("Hello there", 12, "huge", 3, 2, 5)
+    with pytest.raises(GumihoError, match="Max new tokens"):
+        walk_request("Hello there", 1000, PAPER_TREE, 3, 2, 5)
+    assert [v for _, v in TREE_CHOICES] == [PAPER_TREE, RACE_TREE]
+
+
+def test_walkthrough_tab_offers_the_tree_choice_and_a_paused_autoplay():
+    from app import layout
+
+    comps = layout.build_app(ModelHub(default_loader=lambda: None)).config["components"]
+    radio = next(c for c in comps if c.get("props", {}).get("elem_id") == "gm-walk-tree-choice")
+    assert radio["props"]["value"] == PAPER_TREE
+    assert [c[1] for c in radio["props"]["choices"]] == [PAPER_TREE, RACE_TREE]
+    timers = [c["props"] for c in comps if c.get("type") == "timer"]
+    assert any(t["value"] == PLAY_INTERVAL_S and t.get("active") is False for t in timers)
+    play = next(c for c in comps if c.get("props", {}).get("elem_id") == "gm-walk-play")
+    assert play["props"]["value"] == layout.PLAY and play["props"]["interactive"] is False
+
+
+def test_choices_table_names_copied_nodes():
+    walk = Walk(LAYOUT, [], [WalkStep(1, ["r", "a", "b", "c"], [-1, 0, 1, 2], [0, 1, 2, 3], [1, .5, 0, 0],
+                                      [False] * 4, [1, 2], [7, 8, 9], ["a", "b", "z"], 3, 2, 0.5,
+                                      heads=["root", "serial", "copy", "copy"])])
+    table = choices_table(walk, 0)
+    assert 'data-depth="2" data-head="copy" data-state="accepted"' in table
+    assert "copied from the context" in table and "<code>b</code> copy" in table
+    assert "from the serial Transformer and copies from the context" in step_header(walk, 0)
+
+
 def test_tree_settings_reach_the_engine():
     # A sanity check that the app's tree controls build valid engine settings.
     req = parse_request("x", 4, 0, 1, 0, 3, 2, 5)
@@ -494,3 +615,49 @@ def test_memory_flat_over_fifty_generations_and_after_stops(tiny_hub):
         res = compute_race(hub, req, stop)
         del res
     assert _rss_mb() - base < 4, f"memory grew {_rss_mb() - base:.1f} MB over 50 races"
+
+
+# ----------------------------------------------------------------------------- the copy proposer
+
+
+def test_copied_tokens_have_their_own_hue_legend_and_title():
+    lay = DrafterLayout(serial_positions=2, max_depth=7, copy=8)
+    events = [ev(0, [(ord("H"), 0, "target", None)], t=0.05),
+              ev(1, [(ord("i"), 1, "serial", 0.9), (ord("!"), 2, "copy", 0.0), (ord("?"), 0, "target", None)],
+                 rejected=[(ord("Z"), 3, "copy", 0.0)], t=0.1)]
+    views = step_views(events, TOK)
+    html = render_steps(views, lay, show_rejected=True)
+    copied = [(cls, style, title) for cls, style, title, _ in spans(html) if "h-copy" in cls]
+    assert copied and palette.COPY_BG in copied[0][1] and "copied from the context" in copied[0][2]
+    assert 'class="ghost tok h-copy' in html and palette.COPY_PLOT in html  # the rejected copy, in green
+    assert "Copied" in render_legend(lay) and "Copied" not in render_legend(LAYOUT)
+    st = run_record("gumiho", events, lay).stats()
+    assert st.accepted_by_head == {"serial": 1, "copy": 1}
+    fig = figures.acceptance_figure(st, lay)
+    assert fig.data[0]["x"] == list(range(1, 9)) and fig.data[0]["marker"]["color"][7] == palette.COPY_PLOT
+
+
+def test_copy_from_context_reaches_the_race_and_the_walkthrough(monkeypatch):
+    from app.inputs import COPY_DEFAULT
+
+    target = tiny_target("llama", vocab=320, hidden=32, eos=END, ctx=512, seed=4)
+    target.tokenizer = TOK
+    drafter = _random_drafter(target, "gumiho")
+    hub = ModelHub(default_loader=lambda: target, warmup=False)
+    hub.default, hub.state = target, "ready"
+    hub._ready.set()
+    monkeypatch.setattr(hub, "_drafter_for", lambda *a: (drafter, True, "test"))
+    prompt = "one two three, one two three, one two"
+    plain = compute_race(hub, parse_request(prompt, 30, 0.0, 1.0, 0, 3, 2, 5, copy=False), threading.Event())
+    copying = compute_race(hub, parse_request(prompt, 30, 0.0, 1.0, 0, 3, 2, 5, copy=True), threading.Event())
+    tokens = [t for e in plain.vanilla.events for t in e.tokens]
+    assert [t for e in copying.gumiho.events for t in e.tokens] == tokens == \
+        [t for e in plain.gumiho.events for t in e.tokens]
+    assert plain.gumiho.layout.copy == 0 and copying.gumiho.layout.copy > 0
+    assert "copying from the context" in copying.notes[0] and "copying" not in plain.notes[0]
+    assert sum(e.copy_nodes for e in copying.gumiho.events) > 0  # the prompt repeats: copy nodes were drafted
+    walk = compute_walk(hub, walk_request(prompt, 12, RACE_TREE, 3, 2, 5, copy=True))
+    assert walk.layout.copy > 0 and any("copy" in s.heads for s in walk.steps)
+    assert parse_request("x", 4, 0, 1, 0, 3, 2, 5).copy is COPY_DEFAULT
+    with pytest.raises(GumihoError, match="Copy from the context must be true or false"):
+        parse_request("x", 4, 0, 1, 0, 3, 2, 5, copy="sometimes")

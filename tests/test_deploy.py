@@ -1,0 +1,215 @@
+"""`python -m app.deploy`, offline: the dry run lists exactly what a Space runs
+(nothing of the history, tests, benchmarks, training data or caches), with sizes
+that add up; bad input and a missing login are one-line errors before any network;
+and the real upload, against a stand-in for HfApi, sends exactly the dry run's files."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import huggingface_hub
+import pytest
+import yaml
+
+from app import deploy
+
+from helpers import ROOT
+
+LINE = re.compile(r"^\s+([\d,]+)  (\S+)")
+
+
+def dry_run(capsys, *args) -> tuple[dict, str]:
+    assert deploy.main(["your-name/gumiho", "--dry-run", *args]) == 0
+    out = capsys.readouterr().out
+    files = {m.group(2): int(m.group(1).replace(",", "")) for m in map(LINE.match, out.splitlines()) if m}
+    return files, out
+
+
+def test_the_dry_run_lists_what_the_space_runs_and_sizes_add_up(capsys):
+    files, out = dry_run(capsys)
+    for needed in ("README.md", "app.py", "app/__init__.py", "app/gpu.py", "app/layout.py", "gumiho/__init__.py",
+                   "gumiho/decode.py", "assets/style.css", "assets/examples.json", "requirements.txt",
+                   "requirements-model.txt"):
+        assert needed in files, needed
+    for kind in ("gumiho", "serial", "parallel"):
+        for name in ("config.json", "model.safetensors"):
+            assert f"assets/drafters/smollm2-135m-{kind}/{name}" in files
+    for path in files:
+        assert not re.match(r"(\.git|\.ci|benchmarks|tests|corpus|scripts|docs|runs|data)(/|$)", path), path
+        assert "__pycache__" not in path and not path.endswith(".pyc"), path
+        assert not path.startswith("gumiho/train/"), path
+        assert "training_" not in path, path  # the drafters' training histories and summaries
+    for path, size in files.items():
+        if path != "README.md":  # generated
+            assert size == (ROOT / path).stat().st_size, path
+    m = re.search(r"^total: (\d+) files, ([\d,]+) bytes", out, re.M)
+    assert m and int(m.group(1)) == len(files) and int(m.group(2).replace(",", "")) == sum(files.values())
+    assert "nothing was uploaded" in out
+
+
+def test_every_module_the_app_imports_goes_up():
+    code = ("import sys, app\n"
+            "from app.hub import ModelHub\n"
+            "app.build_app(ModelHub(default_loader=lambda: None))\n"
+            "print('\\n'.join(sorted(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr[-2000:]
+    listed = {e.path for e in deploy.space_files(ROOT)}
+    ours = [os.path.relpath(f, ROOT) for f in out.stdout.split() if f.startswith(str(ROOT) + os.sep)]
+    assert ours and all(p.replace(os.sep, "/") in listed for p in ours), sorted(set(ours) - listed)
+
+
+def test_a_checkout_full_of_other_things_uploads_only_the_app(tmp_path):
+    """A stand-in checkout with everything a working copy accumulates beside the app."""
+    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    wanted = ["app.py", "app/__init__.py", "app/layout.py", "gumiho/__init__.py", "gumiho/decode.py",
+              "assets/style.css", "assets/examples.json", "assets/drafters/smollm2-135m-gumiho/config.json",
+              "assets/drafters/smollm2-135m-gumiho/model.safetensors", "assets/drafters/smollm2-135m-gumiho/README.md",
+              "requirements.txt", "requirements-model.txt"]
+    unwanted = [".git/config", ".ci/run", "benchmarks/results/a.json", "tests/test_a.py", "corpus/a.jsonl",
+                "runs/a/log.txt", "data/distill/shard.safetensors", "scripts/a.sh", "docs/a.md", "BENCHMARKS.md",
+                "app/__pycache__/layout.cpython-311.pyc", "gumiho/decode.pyc", "gumiho/train/__init__.py",
+                "assets/drafters/smollm2-135m-gumiho/training_history.jsonl", "assets/screenshot.png",
+                "assets/drafters/half-copied/config.json", "requirements-dev.txt", "requirements-train.txt"]
+    for rel in wanted + unwanted:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x" * 10)
+    assert [e.path for e in deploy.space_files(tmp_path)] == ["README.md"] + wanted
+
+
+def test_the_spaces_readme_carries_the_settings(capsys):
+    pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    for hardware, python in ((None, deploy.front_matter()["python_version"]), ("zero-a10g", deploy.ZERO_GPU_PYTHON)):
+        text = deploy.space_readme(ROOT, hardware).decode()
+        meta = yaml.safe_load(re.match(r"^---\n(.*?)\n---\n", text, re.S).group(1))
+        assert meta["sdk"] == "gradio" and str(meta["sdk_version"]) == pins["gradio"]
+        assert meta["app_file"] == "app.py" and meta["python_version"] == python
+        assert isinstance(meta["python_version"], str)
+    files, _ = dry_run(capsys, "--hardware", "zero-a10g")
+    assert files["README.md"] == len(deploy.space_readme(ROOT, "zero-a10g"))
+
+
+@pytest.mark.parametrize("space_id", ["no slash", "a/b/c", "noslash", "a/", "/b", "a--b/c"])
+def test_a_bad_space_id_is_one_line(capsys, space_id):
+    assert deploy.main([space_id, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_unknown_hardware_is_one_line(capsys):
+    assert deploy.main(["your-name/gumiho", "--dry-run", "--hardware", "a-big-gpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown hardware") and err.count("\n") == 1 and "zero-a10g" in err
+
+
+def test_the_command_line_refuses_a_bad_id_without_a_traceback():
+    out = subprocess.run([sys.executable, "-m", "app.deploy", "a/b/c", "--dry-run"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("error: SPACE_ID must be OWNER/NAME") and out.stderr.count("\n") == 1
+
+
+class NoNetwork:
+    def __init__(self, *a, **k):
+        raise AssertionError("the network was reached for")
+
+
+def test_without_a_login_it_says_how_to_log_in_before_any_network(capsys, monkeypatch):
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    monkeypatch.setattr(huggingface_hub, "HfApi", NoNetwork)
+    assert deploy.main(["your-name/gumiho"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "hf auth login" in err and "HF_TOKEN" in err
+
+
+def test_without_a_login_on_the_command_line(tmp_path):
+    """No HF_TOKEN and an empty Hugging Face home: huggingface_hub itself finds no token."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH")}
+    env.update(HF_HOME=str(tmp_path), HF_HUB_OFFLINE="1")
+    out = subprocess.run([sys.executable, "-m", "app.deploy", "your-name/gumiho"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "Uploading" not in out.stdout
+    assert out.stderr.startswith("error: no Hugging Face token") and out.stderr.count("\n") == 1
+
+
+class FakeApi:
+    """Records what the upload asks of the Hub; the Space already holds an old file."""
+    calls: list = []
+    fail_commit: str = ""
+
+    def __init__(self, token=None):
+        self.calls.append(("init", token))
+
+    def create_repo(self, repo_id, **kw):
+        self.calls.append(("create_repo", repo_id, kw))
+        return huggingface_hub.RepoUrl(f"https://huggingface.co/spaces/{repo_id}")
+
+    def update_repo_settings(self, repo_id, **kw):
+        self.calls.append(("update_repo_settings", repo_id, kw))
+
+    def list_repo_files(self, repo_id, **kw):
+        self.calls.append(("list_repo_files", repo_id, kw))
+        return [".gitattributes", "README.md", "app.py", "old_module.py"]
+
+    def create_commit(self, repo_id, operations, **kw):
+        if self.fail_commit:
+            raise RuntimeError(self.fail_commit)
+        self.calls.append(("create_commit", repo_id, list(operations), kw))
+
+    def request_space_hardware(self, repo_id, hardware, **kw):
+        self.calls.append(("request_space_hardware", repo_id, hardware))
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    FakeApi.calls = []
+    FakeApi.fail_commit = ""
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_not_a_real_token")
+    return FakeApi
+
+
+def test_the_upload_sends_exactly_the_dry_runs_files(capsys, fake_hub):
+    files, _ = dry_run(capsys, "--hardware", "zero-a10g")
+    assert deploy.main(["your-name/gumiho", "--hardware", "zero-a10g", "--private"]) == 0
+    out = capsys.readouterr().out
+    assert "https://huggingface.co/spaces/your-name/gumiho" in out
+    calls = {c[0]: c for c in fake_hub.calls}
+    assert calls["init"][1] == "hf_not_a_real_token"
+    _, repo_id, kw = calls["create_repo"]
+    assert repo_id == "your-name/gumiho"
+    assert kw["repo_type"] == "space" and kw["space_sdk"] == "gradio" and kw["exist_ok"] is True
+    assert kw["private"] is True and kw["space_hardware"] == "zero-a10g"
+    assert calls["update_repo_settings"][2] == {"private": True, "repo_type": "space"}
+    _, _, ops, kw = calls["create_commit"]
+    assert kw["repo_type"] == "space"
+    added = [op for op in ops if isinstance(op, huggingface_hub.CommitOperationAdd)]
+    deleted = [op.path_in_repo for op in ops if isinstance(op, huggingface_hub.CommitOperationDelete)]
+    assert [op.path_in_repo for op in added] == list(files)  # the same files, in the same order
+    assert deleted == ["old_module.py"]  # left by an earlier upload; .gitattributes stays
+    for op in added:
+        if op.path_in_repo == "README.md":
+            assert b"python_version: '3.12'" in op.path_or_fileobj
+        else:
+            assert os.path.samefile(op.path_or_fileobj, ROOT / op.path_in_repo)
+    assert calls["request_space_hardware"][1:] == ("your-name/gumiho", "zero-a10g")
+    assert [c[0] for c in fake_hub.calls].index("create_repo") < [c[0] for c in fake_hub.calls].index("create_commit")
+
+
+def test_without_options_the_space_keeps_its_hardware_and_visibility(capsys, fake_hub):
+    assert deploy.main(["your-name/gumiho"]) == 0
+    names = [c[0] for c in fake_hub.calls]
+    assert "request_space_hardware" not in names and "update_repo_settings" not in names
+    kw = {c[0]: c for c in fake_hub.calls}["create_repo"][2]
+    assert kw["private"] is None and kw["space_hardware"] is None
+
+
+def test_a_refusal_by_the_hub_is_one_line(capsys, fake_hub):
+    fake_hub.fail_commit = "403 Forbidden: you cannot write to this Space\nsecond line of detail"
+    assert deploy.main(["your-name/gumiho"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: the upload failed: 403 Forbidden: you cannot write to this Space\n"

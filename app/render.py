@@ -60,7 +60,10 @@ def token_title(tv: TokenView, layout: Optional[DrafterLayout], rejected: bool =
     else:
         what = "rejected draft" if rejected else "accepted draft"
         parts = [what, f"draft position {tv.position}", head_name(tv.head, tv.position, layout)]
-        if tv.draft_prob is not None:
+        if tv.draft_prob is not None and tv.head == "copy":
+            # Not a drafter's probability: the copy proposer's running share of accepted guesses.
+            parts.append(f"copied guesses accepted so far {tv.draft_prob:.0%}")
+        elif tv.draft_prob is not None:
             parts.append(f"draft prob {tv.draft_prob:.3f}")
     parts.append(f"step {tv.step}")
     if tv.covers > 1:

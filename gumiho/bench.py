@@ -633,6 +633,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"shortest suffix match that counts (default {CopySettings().min_match} beside gumiho, {CopySettings.alone().min_match} alone)")
     c.add_argument("--copy-max-match", type=_positive_int, default=None,
                    help=f"longest suffix looked for (default {CopySettings().max_match} beside gumiho, {CopySettings.alone().max_match} alone)")
+    c.add_argument("--copy-keep-above", type=_number, default=None,
+                   help="copied nodes at least this likely are verified beyond the drafter's node budget "
+                        f"(default {CopySettings().keep_above:g}: none)")
     p.add_argument("--hf-lookup-tokens", type=_positive_int, default=HF_LOOKUP_TOKENS,
                    help=f"prompt_lookup_num_tokens of the hf-lookup method (default {HF_LOOKUP_TOKENS})")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (per prompt: seed + index) and random drafters")
@@ -663,6 +666,10 @@ def tree_from_args(args, device, base: Optional[TreeSettings] = None) -> TreeSet
         v = getattr(args, name)
         if v is not None:
             setattr(tree, name, v)
+    # Giving the extension a budget asks for it (the CPU default has it off, which would
+    # otherwise make --full-tree-tokens silently do nothing); --no-full-tree wins.
+    if args.full_tree_tokens:
+        tree.full_tree = True
     if args.no_full_tree:
         tree.full_tree = False
     if getattr(args, "cost_aware", None) is not None:
@@ -687,7 +694,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         prompts = load_prompts(args.prompts, args.limit, spread=not args.first_n)  # before any model: fail fast
         # Only the flags given: each copy method starts from its own defaults (CopySettings, .alone()).
         copy_overrides = {k: v for k, v in (("max_tokens", args.copy_tokens), ("min_match", args.copy_min_match),
-                                            ("max_match", args.copy_max_match)) if v is not None}
+                                            ("max_match", args.copy_max_match),
+                                            ("keep_above", args.copy_keep_above)) if v is not None}
         for base in (CopySettings(), CopySettings.alone()):
             CopySettings(**{**vars(base), **copy_overrides}).validate()
         if "vanilla" not in methods:

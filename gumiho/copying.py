@@ -16,6 +16,23 @@ drafter's nodes, with the same acceptance rules, so the output stays exactly the
 target's at every temperature: the sampling rule treats every child as a fixed
 candidate (a point-mass draft), whoever proposed it (gumiho.verify).
 
+Beside a drafter the copied nodes compete for the tree's node budget (on a CPU
+every node beyond it makes the verify forward longer). Each gets an estimated
+path probability, comparable with the drafter's own (the product of its nodes'
+draft probabilities):
+
+    q(k-th copied node) = P(the node it hangs from) * c ** k
+
+where c is the copy proposer's conditional acceptance so far in this generation
+(accepted copied nodes / copied nodes whose parent was accepted), kept apart for
+short matches (1-2 tokens) and long ones (3 or more), each starting from a prior
+worth a few observations. The tree keeps the ``budget`` most probable nodes of
+both, closed under ancestors, plus every copied node with q >= ``keep_above``
+(by default none: the tree stays the drafter's size, so copying never makes a
+verify forward longer). Where copying keeps
+failing (free-form writing), c falls and its nodes lose to the drafter's; where
+it keeps working (summaries, code, worked maths), c rises and its chains grow.
+
 The index is an n-gram table, updated as tokens are accepted: for every n in
 1..max_match, the most recent position at which each n-gram ended and was followed
 by a token. Appending a token and looking up a suffix each cost O(max_match)
@@ -36,13 +53,19 @@ class CopySettings:
     as a match, and the longest one looked for (longer matches are preferred: the
     longer the shared run, the likelier its continuation is the same too)."""
 
-    # Chosen with scripts/tune_copy.py (3 prompts of each of the six sets, CPU tree,
+    # Chosen with scripts/tune_copy.py (3-4 prompts of each of the six sets, CPU tree,
     # the shipped drafter): 8 copied tokens after a 2-token match gave the most tau for
-    # the verify cost it adds; longer minimum matches copy less where copying pays
-    # (summaries, code, worked maths), shorter ones guess wrong too often.
+    # the nodes they take; longer minimum matches copy less where copying pays
+    # (summaries, code, worked maths); a 1-token match was no better on balance.
     max_tokens: int = 8
     min_match: int = 2
     max_match: int = 8
+    # Copied nodes at least this likely are verified beyond the node budget; 1 (the default)
+    # keeps the tree at the drafter's size. On a CPU the first node beyond the budget makes
+    # the verify forward some 10% longer, and scripts/tune_copy.py found no setting that
+    # paid for it (0.1 to 0.3: as much speed for more nodes); on a GPU, where a few more
+    # nodes cost next to nothing, a lower value lets a good copy run longer.
+    keep_above: float = 1.0
 
     @classmethod
     def alone(cls) -> "CopySettings":
@@ -51,7 +74,7 @@ class CopySettings:
         what a one-token forward does (its matrix products take rows in blocks of about
         six): five copied tokens are nearly free, and with nothing else guessing a
         one-token match is worth trying."""
-        return cls(max_tokens=5, min_match=1, max_match=8)
+        return cls(max_tokens=5, min_match=1, max_match=8, keep_above=0.0)
 
     def validate(self) -> "CopySettings":
         for name in ("max_tokens", "min_match", "max_match"):
@@ -64,6 +87,9 @@ class CopySettings:
             raise GumihoError(f"Copy setting max_match={self.max_match} is too large; use at most 32.")
         if self.min_match > self.max_match:
             raise GumihoError(f"Copy setting min_match={self.min_match} is above max_match={self.max_match}.")
+        k = self.keep_above
+        if isinstance(k, bool) or not isinstance(k, (int, float)) or not 0 <= k <= 1:
+            raise GumihoError(f"Copy setting keep_above must be a number from 0 to 1, got {k!r}.")
         return self
 
 
@@ -115,6 +141,67 @@ class CopyIndex:
         if n == 0:
             return []
         return self.tokens[at:at + max_tokens]
+
+
+# Priors of the conditional acceptance c, as (accepted, offered) pseudo-counts: what
+# scripts/tune_copy.py's reference answers showed for a 2-token match (a third to a
+# half of the first copied tokens right) and for longer ones (over half).
+SHORT_PRIOR = (1.2, 4.0)
+LONG_PRIOR = (2.2, 4.0)
+LONG_MATCH = 3
+
+
+class CopyProposer:
+    """One generation's copy proposer: the index of its context and its record of
+    how often its guesses were accepted (the estimate c of the module docstring)."""
+
+    def __init__(self, settings: CopySettings, context=()):
+        self.settings = settings
+        self.index = CopyIndex(settings.max_match)
+        self.index.extend(context)
+        self.counts = {False: list(SHORT_PRIOR), True: list(LONG_PRIOR)}  # long match? -> [accepted, offered]
+        self._last = None  # (long match?, copied node indices) of the last proposal
+
+    def extend(self, tokens) -> None:
+        self.index.extend(tokens)
+
+    def propose(self) -> tuple[list[int], float, bool]:
+        """(the copied guess, its conditional acceptance estimate c, long match?)."""
+        n, at = self.index.match(self.settings.min_match)
+        if n == 0:
+            return [], 0.0, False
+        long = n >= LONG_MATCH
+        acc, offered = self.counts[long]
+        return self.index.tokens[at:at + self.settings.max_tokens], acc / offered, long
+
+    def draft(self, tree, budget: int | None, max_depth: int | None = None):
+        """``tree`` with this step's copied guess in it (see the module docstring for
+        how it shares ``budget``; None: no budget, every copied node is kept)."""
+        from .tree import add_chain, keep_best  # the tree module does not import this one
+
+        chain, c, long = self.propose()
+        self._last = None
+        if not chain:
+            return tree
+        merged = add_chain(tree, chain, max_depth=max_depth, copy_prob=c)
+        if budget is not None:
+            merged = keep_best(merged, budget, self.settings.keep_above)
+        self._last = (long, [i for i in range(len(merged)) if merged.is_copied(i)], merged)
+        return merged
+
+    def observe(self, accepted: list[int]) -> None:
+        """After the verify step: the accepted path (node indices) of the tree that
+        :meth:`draft` returned; every copied node whose parent was reached counts."""
+        if self._last is None:
+            return
+        long, copied, tree = self._last
+        on_path = {0, *accepted}
+        counts = self.counts[long]
+        for i in copied:
+            if tree.parents[i] in on_path:
+                counts[1] += 1
+                counts[0] += i in on_path
+        self._last = None
 
 
 class CopyDrafter:

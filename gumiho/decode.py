@@ -24,13 +24,13 @@ from typing import Iterator, Optional, Union
 
 import torch
 
-from .copying import CopyIndex, split_copy
+from .copying import CopyProposer, split_copy
 from .errors import GumihoError
 from .events import EmittedToken, RejectedToken, StepEvent
 from .kvcache import keep_tree_entries, new_cache
 from .metrics import GenerationStats, summarize
 from .models import Target
-from .tree import DraftTree, TreeSettings, add_chain, verify_inputs
+from .tree import DraftTree, TreeSettings, verify_inputs
 from .verifycost import tokens_needed, verify_cost_for
 from .verify import accept_greedy, accept_sampling, process_logits, sample_token
 
@@ -182,11 +182,10 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
                 reason = "context"
         return out, reason
 
-    index = None
+    copier = None
     if copy is not None:
         # The context so far (prompt, then every emitted token), indexed as it grows.
-        index = CopyIndex(copy.max_match)
-        index.extend(prompt_ids)
+        copier = CopyProposer(copy, prompt_ids)
     verify_cost = None
     if drafter is not None and tree_settings.cost_aware:
         # Measured once per target, before the clock starts: it is not this generation's work.
@@ -215,8 +214,8 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
             return
         if session is not None:
             session.extend(hidden, torch.tensor(prompt_ids[1:] + [first], device=dev))
-        if index is not None:
-            index.append(first)
+        if copier is not None:
+            copier.extend([first])
         last = first
         step = 0
         while True:
@@ -233,9 +232,10 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
                 tree = session.propose(last, tree_settings, max_depth=ctx - past - 1, verify_cost=verify_cost)
             else:
                 tree = DraftTree.root_only(last)
-            if index is not None:
-                # The copied guess continues the context, whose last token is the root.
-                tree = add_chain(tree, index.continuation(copy.max_tokens, copy.min_match), max_depth=ctx - past - 1)
+            if copier is not None:
+                # The copied guess continues the context, whose last token is the root; beside a
+                # drafter it shares the drafter's node budget (gumiho.copying).
+                tree = copier.draft(tree, len(tree) - 1 if session is not None else None, max_depth=ctx - past - 1)
             _sync(dev)
             td = time.perf_counter()
             if len(tree) == 1:
@@ -257,8 +257,9 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
             new_tokens = [tree.tokens[i] for i in acc.path] + [acc.bonus]
             if session is not None:
                 session.extend(hidden[kept], torch.tensor(new_tokens, device=dev))
-            if index is not None:
-                index.extend(new_tokens)
+            if copier is not None:
+                copier.observe(acc.path)
+                copier.extend(new_tokens)
             _sync(dev)
             tv = time.perf_counter()
             toks, reason = cut(new_tokens)

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+import math
+
 import torch
 
 from .errors import GumihoError
@@ -258,7 +260,8 @@ def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths
     return tree
 
 
-def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None) -> DraftTree:
+def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None,
+              copy_prob: float = 0.0) -> DraftTree:
     """``tree`` with the candidate path ``chain`` (tokens following the root) merged
     in, as the copy proposer's guess is (gumiho.copying): from the root down, while
     the next token of ``chain`` is already a child of the current node, the chain
@@ -266,9 +269,10 @@ def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None
     drafter's); from the first token that is not, the rest hangs below as new
     nodes, marked ``copied``. No new node is deeper than ``max_depth``.
 
-    New nodes carry draft probability 0 and their parent's score: the copy proposer
-    has no probabilities, and this puts them after the drafter's own children in the
-    order the sampling verifier tries children, which any order keeps exact."""
+    New nodes carry the draft probability ``copy_prob`` (the copy proposer's own
+    estimate of how often such a node is accepted; it orders a node's children for
+    the sampling verifier, and any order keeps sampling exact) and a score, the log
+    of their path probability, that continues their parent's."""
     if not chain:
         return tree
     out = DraftTree(list(tree.tokens), list(tree.parents), list(tree.depths), list(tree.probs),
@@ -287,11 +291,56 @@ def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None
             out.tokens.append(tok)
             out.parents.append(node)
             out.depths.append(out.depths[node] + 1)
-            out.probs.append(0.0)
-            out.scores.append(out.scores[node])
+            out.probs.append(float(copy_prob))
+            out.scores.append(out.scores[node] + (math.log(copy_prob) if copy_prob > 0 else -1e9))
             out.full_tree.append(False)
             out.copied.append(True)
             nxt = len(out) - 1
             children[(node, tok)] = nxt
         node = nxt
+    return out
+
+
+def keep_best(tree: DraftTree, budget: int, keep_above: float = 1.1) -> DraftTree:
+    """``tree`` cut to its ``budget`` most probable drafted nodes (by ``scores``, the
+    log path probabilities), closed under ancestors, and, beyond the budget, every
+    copied node whose path probability is at least ``keep_above`` (with its
+    ancestors). The order of the kept nodes, and so parents-first, is kept."""
+    n = len(tree)
+    scores = list(tree.scores) or [0.0] * n
+    forced: set[int] = set()
+    threshold = math.log(keep_above) if keep_above > 0 else -math.inf
+    for i in range(1, n):
+        if tree.is_copied(i) and scores[i] >= threshold:
+            j = i
+            while j > 0 and j not in forced:
+                forced.add(j)
+                j = tree.parents[j]
+    # The rest by select_nodes over the pool of drafted nodes (pool parents: -1 = the root).
+    pool = [i for i in range(1, n) if i not in forced]
+    if len(pool) + len(forced) <= budget + sum(tree.is_copied(i) for i in forced):
+        return tree
+    room = max(budget - sum(not tree.is_copied(i) for i in forced), 0)
+    # A pool node whose parent is forced hangs from a kept node: it counts as a root child.
+    pos = {old: k for k, old in enumerate(pool)}
+    chosen = select_nodes([scores[i] for i in pool],
+                          [pos.get(tree.parents[i], -1) for i in pool], room)
+    keep = sorted(forced | {pool[k] for k in chosen})
+    return subtree(tree, keep)
+
+
+def subtree(tree: DraftTree, keep: list[int]) -> DraftTree:
+    """The root and the nodes ``keep`` (ascending, closed under ancestors), re-indexed."""
+    new = {0: 0}
+    out = DraftTree.root_only(tree.tokens[0])
+    out.copied = [False]
+    for i in keep:
+        new[i] = len(out)
+        out.tokens.append(tree.tokens[i])
+        out.parents.append(new[tree.parents[i]])
+        out.depths.append(tree.depths[i])
+        out.probs.append(tree.probs[i])
+        out.scores.append(tree.scores[i] if tree.scores else 0.0)
+        out.full_tree.append(tree.full_tree[i] if tree.full_tree else False)
+        out.copied.append(tree.is_copied(i))
     return out

@@ -4,7 +4,7 @@ estimated from the target's verify cost per tree size (measured once, before the
 sweep) rather than from timings taken while the sweep runs.
 
     python scripts/tune_copy.py --prompts benchmarks/prompts/sum.jsonl benchmarks/prompts/qa.jsonl \
-        --limit 4 --max-new-tokens 64 --grid 4:2,6:2,6:3,8:3
+        --limit 4 --max-new-tokens 64 --grid 4:2,8:2,8:1,8:2:8:0.2
 
 Estimated time of a run = sum over its target forwards of the measured verify cost
 of that forward's tree (root included) + its drafting time; the ratio of two runs'
@@ -30,11 +30,16 @@ from gumiho.verifycost import verify_cost_for  # noqa: E402
 def parse_grid(text: str) -> list[CopySettings]:
     out = []
     for item in text.split(","):
-        parts = [int(x) for x in item.split(":")]
+        parts = [int(x) for x in item.split(":")[:3]] + item.split(":")[3:]
         tokens, min_match = parts[0], parts[1] if len(parts) > 1 else 2
         max_match = parts[2] if len(parts) > 2 else max(8, min_match)
-        out.append(CopySettings(tokens, min_match, max_match).validate())
+        keep_above = float(item.split(":")[3]) if len(parts) > 3 else CopySettings().keep_above
+        out.append(CopySettings(tokens, min_match, max_match, keep_above).validate())
     return out
+
+
+def label(c: CopySettings) -> str:
+    return f"{c.max_tokens}:{c.min_match}:{c.max_match}:{c.keep_above:g}"
 
 
 def run(target, ids, drafter, gen, cost) -> dict:
@@ -56,7 +61,7 @@ def main(argv=None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--drafter", default=None, help="drafter folder (default: the shipped gumiho drafter)")
     p.add_argument("--grid", default="4:2,6:2,8:2,6:3,8:3,10:3,8:4",
-                   help="copy settings to try, as max_tokens:min_match[:max_match], comma-separated")
+                   help="copy settings to try, as max_tokens:min_match[:max_match[:keep_above]], comma-separated")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     grid = parse_grid(args.grid)
@@ -72,14 +77,13 @@ def main(argv=None) -> int:
     for path in args.prompts:
         prompts = load_prompts(path, args.limit)
         name = os.path.splitext(os.path.basename(path))[0]
-        totals = {"gumiho": {}, **{f"{c.max_tokens}:{c.min_match}:{c.max_match}": {} for c in grid}}
+        totals = {"gumiho": {}, **{label(c): {} for c in grid}}
         for i, pr in enumerate(prompts):
             ids = _prompt_ids(target, pr)
             gen = GenerationSettings(max_new_tokens=args.max_new_tokens, tree=tree)
             runs = {"gumiho": run(target, ids, drafter, gen, cost)}
             for c in grid:
-                runs[f"{c.max_tokens}:{c.min_match}:{c.max_match}"] = run(target, ids, with_copy(drafter, c), gen,
-                                                                          cost)
+                runs[label(c)] = run(target, ids, with_copy(drafter, c), gen, cost)
             for k, r in runs.items():
                 for f, v in r.items():
                     if isinstance(v, list):
@@ -96,7 +100,7 @@ def main(argv=None) -> int:
                    "tokens": t["tokens"], "forwards": t["forwards"], "draft_s": t["draft_s"],
                    "size_hist": t["size_hist"]}
             rows.append(row)
-            print(f"{name:10s} {k:9s} tau {row['tau']:.3f}  nodes/step {row['nodes_per_step']:.2f}  "
+            print(f"{name:10s} {k:14s} tau {row['tau']:.3f}  nodes/step {row['nodes_per_step']:.2f}  "
                   f"copy {t['copy_accepted']}/{t['copy_nodes']}  est x{row['est_speed_vs_gumiho']:.3f}",
                   flush=True)
     if args.out:

@@ -289,6 +289,12 @@ def test_registry_names_and_tree_flags():
     tree = tree_from_args(args, "cpu", official["tree"])
     assert tree.total_tokens == 10 and tree.top_k == 14 and not tree.full_tree
     assert official["tree"].total_tokens == 63 and official["tree"].full_tree
+    # --full-tree-tokens asks for the extension even where the device's default has it off (the CPU's).
+    on = tree_from_args(build_parser().parse_args(["--prompts", "x.jsonl", "--full-tree-tokens", "8"]), "cpu")
+    assert on.full_tree and on.full_tree_tokens == 8
+    off = tree_from_args(build_parser().parse_args(["--prompts", "x.jsonl", "--full-tree-tokens", "8",
+                                                    "--no-full-tree"]), "cpu")
+    assert not off.full_tree
 
 
 def test_cpu_summary_names_the_model_and_its_vector_units():
@@ -321,7 +327,7 @@ def test_cli_copy_and_hf_methods(tmp_path, tiny_model_folder, capsys):
     check_schema(rec, names)
     assert rec["lossless"] == {"checked": 15, "identical": 15}, rec["lossless_mismatches"]
     m = rec["methods"]
-    assert m["copy"]["copy"] == {"max_tokens": 5, "min_match": 1, "max_match": 8}
+    assert m["copy"]["copy"] == {"max_tokens": 5, "min_match": 1, "max_match": 8, "keep_above": 0.0}
     assert m["copy"]["tree"] is None and m["gumiho+copy"]["tree"]["total_tokens"] == 4
     assert set(m["copy"]["accepted_by_proposer"]) <= {"copy"} and m["copy"]["copy_nodes"] > 0
     assert m["gumiho"]["copy"] is None and m["gumiho"]["copy_nodes"] == 0

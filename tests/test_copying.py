@@ -170,7 +170,8 @@ def test_copy_nodes_keep_sampling_exact(base):
     target = tiny_target("llama", vocab=VOCAB, hidden=16, layers=1, heads=2, kv_heads=1, init=0.5, seed=1, eos=1)
     cfg = CONFIGS[1]
     learned = FixedTreeDrafter(VOCAB, BRANCHES) if base == "fixed-tree" else None
-    drafter = with_copy(learned, max_tokens=3, min_match=1)
+    # keep_above=0: the fixed tree's nodes all score log 1, so copied nodes are kept as extras, not in its budget.
+    drafter = with_copy(learned, max_tokens=3, min_match=1, keep_above=0.0)
     counts: Counter = Counter()
     copy_nodes = copy_accepted = 0
     for i in range(N_SAMPLES):
@@ -183,3 +184,57 @@ def test_copy_nodes_keep_sampling_exact(base):
     assert copy_nodes > N_SAMPLES // 2 and copy_accepted > N_SAMPLES // 20, (copy_nodes, copy_accepted)
     p = chi_square_p(counts, exact_distribution(target, **cfg), N_SAMPLES)
     assert p > PASS_P, f"sampling with copy nodes deviates from the target distribution (chi-square p={p:.2e})"
+
+
+def _drafter_tree():
+    """root -> a (p .6) -> b (.5); root -> c (.1); root -> d (.05): scores are log path probabilities."""
+    import math
+
+    tree = DraftTree.root_only(4)
+    for tok, parent, p in ((10, 0, .6), (11, 1, .5), (20, 0, .1), (30, 0, .05)):
+        tree.tokens.append(tok)
+        tree.parents.append(parent)
+        tree.depths.append(tree.depths[parent] + 1)
+        tree.probs.append(p)
+        tree.scores.append(tree.scores[parent] + math.log(p))
+        tree.full_tree.append(False)
+    return tree
+
+
+def test_copied_nodes_share_the_budget_by_probability():
+    from gumiho.tree import keep_best
+
+    tree = _drafter_tree()
+    # A likely copy (c = 0.8) below "a b": its first nodes beat the drafter's weak siblings.
+    merged = add_chain(tree, [10, 11, 12, 13, 14], copy_prob=0.8)
+    assert merged.copied == [False] * 5 + [True] * 3
+    # Path probabilities: a .6, b .3, copied .24, .19, .15, c .1, d .05.
+    kept = keep_best(merged, budget=4, keep_above=1.0)  # no extras: the 4 best
+    assert kept.check() and kept.tokens == [4, 10, 11, 12, 13] and kept.copied == [False] * 3 + [True] * 2
+    # Copied nodes at least .18 likely are kept beyond the budget; the budget goes to the best of the rest.
+    kept = keep_best(merged, budget=4, keep_above=0.18)
+    # Forced: the copied .24 and .19 (and their ancestors a, b, which count in the budget); the budget's
+    # other 2 nodes: the copied .15 and c (.1); d (.05) is cut.
+    assert kept.check() and kept.tokens == [4, 10, 11, 20, 12, 13, 14]
+    assert sum(kept.copied) == 3 and len(kept) - 1 == 6  # 2 copied extras + the budget of 4
+    # An unlikely copy (c = .05) loses to every drafter node and is cut first.
+    unlikely = keep_best(add_chain(tree, [40, 41], copy_prob=0.05), budget=4, keep_above=0.15)
+    assert unlikely.tokens == tree.tokens and not any(unlikely.copied)
+    # Within budget, nothing is cut.
+    assert keep_best(merged, budget=10).tokens == merged.tokens
+
+
+def test_copy_proposer_learns_how_often_its_guesses_hold():
+    from gumiho.copying import CopyProposer
+
+    prop = CopyProposer(CopySettings(max_tokens=3, min_match=2), [5, 6, 7, 8, 9, 5, 6])
+    chain, c0, long = prop.propose()
+    assert chain == [7, 8, 9] and not long and 0 < c0 < 1
+    for accepted in (True, True, False):
+        tree = prop.draft(DraftTree.root_only(6), budget=None)
+        assert sum(tree.copied) == 3
+        prop.observe([1, 2, 3] if accepted else [])  # all three copied nodes accepted, or none
+    _, c1, _ = prop.propose()
+    # 6 accepted of 7 reached (3 + 3, then only the first node of the rejected chain was reached).
+    acc0, off0 = 1.2, 4.0
+    assert abs(c1 - (acc0 + 6) / (off0 + 7)) < 1e-9 and c1 > c0

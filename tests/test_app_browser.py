@@ -266,7 +266,7 @@ def test_bad_seed_hostile_text_and_stop_leave_the_page_usable(server, browser):
                                      "Make it at least two thousand words long.")
     set_number(page, "Max new tokens", 512)
     page.click("#gm-run")
-    page.wait_for_function("() => { const m = /alone… (\\d+)\\/512/.exec(document.querySelector('#gm-status')"
+    page.wait_for_function("() => { const m = /vanilla (\\d+)\\/512/.exec(document.querySelector('#gm-status')"
                            ".innerText); return m && +m[1] >= 10; }", timeout=RUN_S)
     page.click("#gm-stop")
     page.wait_for_selector("#gm-result .gm-result.stopped", timeout=RUN_S)

@@ -137,7 +137,7 @@ def test_hostile_requests_get_messages(tmp_path):
         assert not r["ok"] and words in r["message"], (kw, r["message"])
         assert "Something went wrong" not in r["message"]
     # A lone surrogate, which the Python client cannot even encode; JSON's escape for it can be sent.
-    r = raw_call(server.url, "race", ["caf\ud800", 8, 0.0, 1.0, 0, 3, 2, 4, "gumiho", "", "", False])
+    r = raw_call(server.url, "race", ["caf\ud800", 8, 0.0, 1.0, 0, 3, 2, 4, "gumiho", "", "", False, True])
     assert not r["ok"] and "lone surrogate" in r["message"] and r["prompt"] is None, r
 
 

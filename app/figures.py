@@ -185,8 +185,8 @@ def tree_positions(parents: Sequence[int]) -> list[tuple[float, float]]:
     return [(float(depth[i]), -y[i]) for i in range(n)]
 
 
-# The copy proposer's green (app.palette), and a diamond marker so that it reads without colour too.
-COPY_PLOT = palette.COPY_PLOT
+# The copy proposer's green is app.palette's; its band here is lighter, and its nodes are diamonds,
+# so that they read without colour too.
 COPY_BAND = "#e2f4e8"
 OK_EDGE = "#16752a"  # the verdicts' colours, as in the walkthrough's table (assets/style.css)
 NO_EDGE = "#a02020"
@@ -239,7 +239,7 @@ def head_colour(head: str, depth: int, layout: DrafterLayout, shade: str = "node
     family's deepest shade, for text that must stay readable (``"text"``); or its
     family's lightest, the same for every depth, behind the columns (``"band"``)."""
     if head == "copy":
-        return COPY_BAND if shade == "band" else COPY_PLOT
+        return COPY_BAND if shade == "band" else palette.COPY_PLOT
     if head not in ("serial", "mlp"):
         return "#ffffff" if shade == "band" else palette.NEUTRAL_PLOT
     family, rank, count = palette.family_rank(depth, layout.serial_positions, layout.max_depth)

@@ -164,7 +164,8 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
                 status = gr.HTML("", elem_id="gm-status")
                 gr.Markdown(TIMING_NOTE)
                 with gr.Row():
-                    legend = gr.HTML(render_legend(DrafterLayout(copy=CopySettings().max_tokens if COPY_DEFAULT else 0)), elem_id="gm-legend")
+                    first_legend = DrafterLayout(copy=CopySettings().max_tokens if COPY_DEFAULT else 0)
+                    legend = gr.HTML(render_legend(first_legend), elem_id="gm-legend")
                     ghosts = gr.Checkbox(False, label="Show rejected drafts (struck-through ghosts)",
                                          elem_id="gm-ghosts", scale=0, min_width=260)
                 with gr.Row(equal_height=False):

@@ -10,8 +10,9 @@ from .models import DEFAULT_TARGET, Target, load_drafter, load_target, prepare_t
 from .tree import DraftTree, TreeSettings
 
 __all__ = [
-    "CopyDrafter", "CopySettings", "Drafter", "DrafterConfig", "DraftTree", "EmittedToken", "GenerationResult", "GenerationSettings",
-    "GenerationStats", "GumihoError", "RejectedToken", "StepEvent", "Target", "TreeSettings", "DEFAULT_TARGET",
-    "generate", "load_drafter", "load_target", "prepare_target", "shipped_drafter_path", "stream", "summarize", "with_copy",
+    "CopyDrafter", "CopySettings", "Drafter", "DrafterConfig", "DraftTree", "EmittedToken", "GenerationResult",
+    "GenerationSettings", "GenerationStats", "GumihoError", "RejectedToken", "StepEvent", "Target", "TreeSettings",
+    "DEFAULT_TARGET", "generate", "load_drafter", "load_target", "prepare_target", "shipped_drafter_path", "stream",
+    "summarize", "with_copy",
 ]
 __version__ = "0.1.0"

@@ -336,6 +336,8 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
         st = totals[name].stats
         sp = speedup(pairs[name]) if pairs[name] else None
         depth = max(_depth(drafters[name]), TABLE_POSITIONS) if _depth(drafters[name]) else 0
+        # The learned drafter (None for vanilla, the copy proposer alone and the HF peers) and copy settings.
+        learned, copy_settings = split_copy(None if isinstance(drafters[name], HFGenerate) else drafters[name])
         methods[name] = {
             "new_tokens": st.new_tokens,
             "wall_s": round(st.wall_s, 4),
@@ -353,14 +355,13 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
             "mean_drafted": round(st.mean_drafted, 3),
             "draft_s": round(st.draft_s, 4),
             "verify_s": round(st.verify_s, 4),
-            "tree": asdict(tree) if _uses_tree(drafters[name]) else None,
+            "tree": asdict(tree) if learned is not None else None,
             "drafter_kind": getattr(getattr(drafters[name], "cfg", None), "kind", None),
-            "drafter_dtype": _dtype_name(getattr(getattr(split_copy(drafters[name])[0], "fc", None), "weight",
-                                                 None)),
+            "drafter_dtype": _dtype_name(getattr(getattr(learned, "fc", None), "weight", None)),
             # Who proposed the accepted draft tokens ("serial", "mlp", "copy"), and the copy proposer's
             # settings and drafted nodes (its acceptance: accepted "copy" tokens / copy_nodes).
             "accepted_by_proposer": dict(sorted(st.accepted_by_head.items())),
-            "copy": asdict(split_copy(drafters[name])[1]) if split_copy(drafters[name])[1] is not None else None,
+            "copy": asdict(copy_settings) if copy_settings is not None else None,
             "copy_nodes": st.copy_nodes,
             "hf_lookup_tokens": drafters[name].lookup_tokens if isinstance(drafters[name], HFGenerate) else None,
         }
@@ -391,11 +392,6 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
         "per_prompt": per_prompt,
         "warnings": [],
     }
-
-
-def _uses_tree(drafter) -> bool:
-    """Does the method draft a tree (the tree settings apply to it)?"""
-    return drafter is not None and not isinstance(drafter, HFGenerate) and split_copy(drafter)[0] is not None
 
 
 def _progress(total: int, enabled: bool):
@@ -627,12 +623,16 @@ def build_parser() -> argparse.ArgumentParser:
     aware.add_argument("--fixed-size", dest="cost_aware", action="store_false",
                        help="verify --total-tokens drafted nodes every step (the default)")
     c = p.add_argument_group("copy proposer (methods gumiho+copy and copy)")
+
+    def defaults(field: str) -> str:
+        return f"default {getattr(CopySettings(), field)} beside gumiho, {getattr(CopySettings.alone(), field)} alone"
+
     c.add_argument("--copy-tokens", type=_positive_int, default=None,
-                   help=f"longest copied guess (default {CopySettings().max_tokens} beside gumiho, {CopySettings.alone().max_tokens} alone)")
+                   help=f"longest copied guess ({defaults('max_tokens')})")
     c.add_argument("--copy-min-match", type=_positive_int, default=None,
-                   help=f"shortest suffix match that counts (default {CopySettings().min_match} beside gumiho, {CopySettings.alone().min_match} alone)")
+                   help=f"shortest suffix match that counts ({defaults('min_match')})")
     c.add_argument("--copy-max-match", type=_positive_int, default=None,
-                   help=f"longest suffix looked for (default {CopySettings().max_match} beside gumiho, {CopySettings.alone().max_match} alone)")
+                   help=f"longest suffix looked for ({defaults('max_match')})")
     c.add_argument("--copy-keep-above", type=_number, default=None,
                    help="copied nodes at least this likely are verified beyond the drafter's node budget "
                         f"(default {CopySettings().keep_above:g}: none)")

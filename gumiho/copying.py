@@ -76,6 +76,11 @@ class CopySettings:
         one-token match is worth trying."""
         return cls(max_tokens=5, min_match=1, max_match=8, keep_above=0.0)
 
+    @classmethod
+    def default_for(cls, drafter) -> "CopySettings":
+        """The defaults beside ``drafter``, or :meth:`alone` when it is None."""
+        return cls() if drafter is not None else cls.alone()
+
     def validate(self) -> "CopySettings":
         for name in ("max_tokens", "min_match", "max_match"):
             v = getattr(self, name)
@@ -160,7 +165,7 @@ class CopyProposer:
         self.index = CopyIndex(settings.max_match)
         self.index.extend(context)
         self.counts = {False: list(SHORT_PRIOR), True: list(LONG_PRIOR)}  # long match? -> [accepted, offered]
-        self._last = None  # (long match?, copied node indices) of the last proposal
+        self._last = None  # (long match?, copied node indices, the tree) of the last proposal
 
     def extend(self, tokens) -> None:
         self.index.extend(tokens)
@@ -220,17 +225,12 @@ class CopyDrafter:
             raise GumihoError(f"copy settings must be a CopySettings, e.g. CopySettings(max_tokens=6), or None; "
                               f"got {type(settings).__name__}.")
         self.base = base
-        self.copy = (settings or (CopySettings() if base is not None else CopySettings.alone())).validate()
+        self.copy = (settings or CopySettings.default_for(base)).validate()
 
     @property
     def cfg(self):
         """The base drafter's configuration (None for the copy proposer alone)."""
         return self.base.cfg if self.base is not None else None
-
-    @property
-    def max_depth(self) -> int:
-        """The deepest a guess reaches: the base drafter's depth or the longest copy."""
-        return max(self.cfg.max_depth if self.cfg is not None else 0, self.copy.max_tokens)
 
     def __repr__(self):
         inner = "none" if self.base is None else getattr(self.cfg, "kind", type(self.base).__name__)
@@ -246,8 +246,8 @@ def with_copy(drafter=None, settings: Optional[CopySettings] = None, **overrides
         if unknown:
             raise GumihoError(f"Unknown copy setting(s) {', '.join(map(repr, unknown))}; use "
                               f"{', '.join(CopySettings.__dataclass_fields__)}.")
-        base = settings if settings is not None else (CopySettings() if drafter is not None else CopySettings.alone())
-        settings = CopySettings(**{**vars(base), **overrides})
+        start = settings if settings is not None else CopySettings.default_for(drafter)
+        settings = CopySettings(**{**vars(start), **overrides})
     return CopyDrafter(drafter, settings)
 
 

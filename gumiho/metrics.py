@@ -133,7 +133,7 @@ def summarize(steps: Iterable, depth: int = 0) -> GenerationStats:
         if s.step > 0 and s.drafted > 0:
             st.verify_steps += 1
             st.drafted_nodes += s.drafted
-            st.copy_nodes += getattr(s, "copy_nodes", 0)
+            st.copy_nodes += s.copy_nodes
             k = s.accepted_length
             if k >= len(st.accepted_hist):
                 st.accepted_hist.extend([0] * (k + 1 - len(st.accepted_hist)))

@@ -301,15 +301,16 @@ def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None
     return out
 
 
-def keep_best(tree: DraftTree, budget: int, keep_above: float = 1.1) -> DraftTree:
+def keep_best(tree: DraftTree, budget: int, keep_above: float = 1.0) -> DraftTree:
     """``tree`` cut to its ``budget`` most probable drafted nodes (by ``scores``, the
     log path probabilities), closed under ancestors, and, beyond the budget, every
     copied node whose path probability is at least ``keep_above`` (with its
-    ancestors). The order of the kept nodes, and so parents-first, is kept."""
+    ancestors; 1 or more: none). The order of the kept nodes, and so parents-first,
+    is kept."""
     n = len(tree)
     scores = list(tree.scores) or [0.0] * n
     forced: set[int] = set()
-    threshold = math.log(keep_above) if keep_above > 0 else -math.inf
+    threshold = (math.inf if keep_above >= 1 else math.log(keep_above) if keep_above > 0 else -math.inf)
     for i in range(1, n):
         if tree.is_copied(i) and scores[i] >= threshold:
             j = i

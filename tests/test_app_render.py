@@ -283,7 +283,7 @@ def test_tree_figure_and_heads_of_a_tree_with_copied_nodes():
                               [4, 5], LAYOUT, ["x", "y", "z"], heads=heads)
     nodes = fig.trace("nodes")
     assert nodes["marker"]["symbol"][4] == "diamond" and nodes["marker"]["symbol"][1] == "circle"
-    assert nodes["marker"]["color"][4] == figures.COPY_PLOT  # accepted copied node: its own hue
+    assert nodes["marker"]["color"][4] == palette.COPY_PLOT  # accepted copied node: its own hue
     assert nodes["text"][4] == "<b>x</b> <i>C</i>"  # in a serial column, a copied node says so
     assert "copied from the context" in nodes["hovertext"][4] and "no draft probability" in nodes["hovertext"][4]
     ticks = fig.layout["xaxis"]["ticktext"]

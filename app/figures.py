@@ -74,21 +74,36 @@ def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[Drafter
     """Bars: unconditional acceptance at position d = share of verify steps whose
     accepted draft length is >= d. Line: conditional acceptance = that share
     divided by the share at d-1 (how often position d is right when everything
-    before it was)."""
+    before it was). With copying on, each bar is split: the part whose accepted
+    token at d a drafter head proposed (its shade) under the part copied from the
+    context (green), so a copied token is never credited to an MLP head."""
     lay = _layout_or_default(layout)
     depth = lay.depth
     xs = list(range(1, depth + 1))
     steps = stats.verify_steps if stats is not None else 0
     unc = stats.acceptance_by_position(depth) if steps else [0.0] * depth
     cond = stats.conditional_acceptance_by_position(depth) if steps else [0.0] * depth
+    copied = stats.copied_acceptance_by_position(depth) if steps else [0.0] * depth
     fig = _figure(f"Acceptance by draft position ({steps} verify steps)",
                   xaxis={"title": {"text": "draft position d"}, "tickmode": "linear", "dtick": 1,
                          "range": [0.4, depth + 0.6]},
                   yaxis={"title": {"text": "acceptance"}, "range": [0, 1.12]})
-    fig.data.append({"type": "bar", "x": xs, "y": [round(a, 4) for a in unc],
-                     "name": "unconditional: P(accepted length ≥ d)",
-                     "marker": {"color": [_position_colour(d, lay) for d in xs]},
-                     "hovertemplate": "position %{x}<br>unconditional %{y:.2f}<extra></extra>"})
+    if any(copied):
+        fig.layout["barmode"] = "stack"
+        drafter_part = [max(a - c, 0.0) for a, c in zip(unc, copied)]
+        fig.data.append({"type": "bar", "x": xs, "y": [round(a, 4) for a in drafter_part],
+                         "name": "unconditional, drafter's heads",
+                         "marker": {"color": [_position_colour(d, lay) for d in xs]},
+                         "hovertemplate": "position %{x}<br>drafter's heads %{y:.2f}<extra></extra>"})
+        fig.data.append({"type": "bar", "x": xs, "y": [round(c, 4) for c in copied],
+                         "name": "unconditional, copied from the context",
+                         "marker": {"color": palette.COPY_PLOT},
+                         "hovertemplate": "position %{x}<br>copied %{y:.2f}<extra></extra>"})
+    else:
+        fig.data.append({"type": "bar", "x": xs, "y": [round(a, 4) for a in unc],
+                         "name": "unconditional: P(accepted length ≥ d)",
+                         "marker": {"color": [_position_colour(d, lay) for d in xs]},
+                         "hovertemplate": "position %{x}<br>unconditional %{y:.2f}<extra></extra>"})
     fig.data.append({"type": "scatter", "mode": "lines+markers", "x": xs, "y": [round(c, 4) for c in cond],
                      "name": "conditional: P(d accepted | d−1 accepted)",
                      "line": {"color": "#333", "width": 2}, "marker": {"size": 7, "color": "#333"},

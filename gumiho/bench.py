@@ -363,6 +363,9 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
             "accepted_by_proposer": dict(sorted(st.accepted_by_head.items())),
             "copy": asdict(copy_settings) if copy_settings is not None else None,
             "copy_nodes": st.copy_nodes,
+            # The copy proposer's part of acceptance_by_position (the rest is the drafter's heads').
+            "copied_acceptance_by_position": ([round(a, 4) for a in st.copied_acceptance_by_position(depth)]
+                                              if copy_settings is not None else None),
             "hf_lookup_tokens": drafters[name].lookup_tokens if isinstance(drafters[name], HFGenerate) else None,
         }
     return {

@@ -277,6 +277,7 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
             produced += len(toks)
             yield StepEvent(step=step, emitted=emitted, accepted_length=len(acc.path), rejected=rejected,
                             drafted=len(tree) - 1, copy_nodes=sum(tree.copied), draft_s=td - ts, verify_s=tv - td,
+                            copied_positions=[k + 1 for k, node in enumerate(acc.path) if tree.is_copied(node)],
                             elapsed_s=tv - t0,
                             tree=tree if keep_trees else None, accepted_nodes=acc.path,
                             target_choices=acc.target_choices, finished=reason is not None, finish_reason=reason)

@@ -42,6 +42,9 @@ class StepEvent:
     finished: bool = False
     finish_reason: Optional[str] = None  # "eos", "length", "context", "stopped"
     copy_nodes: int = 0  # of the drafted nodes, those the copy proposer added (gumiho.copying)
+    # The draft positions d (1..accepted_length) of the accepted path whose node was
+    # copied from the context, counted before any cut, as accepted_length is.
+    copied_positions: list[int] = field(default_factory=list)
 
     @property
     def tokens(self) -> list[int]:

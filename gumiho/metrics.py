@@ -33,6 +33,9 @@ class GenerationStats:
     # the drafted nodes the copy proposer added (its share of drafted_nodes).
     accepted_by_head: dict = field(default_factory=dict)
     copy_nodes: int = 0
+    # copied_by_position[d-1] = verify steps whose accepted token at draft position d
+    # was copied from the context: the copy proposer's part of acceptance at d.
+    copied_by_position: list[int] = field(default_factory=list)
 
     @property
     def mean_drafted(self) -> float:
@@ -53,17 +56,31 @@ class GenerationStats:
     def conditional_acceptance_by_position(self, depth: int | None = None) -> list[float]:
         return conditional_acceptance(self.acceptance_by_position(depth))
 
+    def copied_acceptance_by_position(self, depth: int) -> list[float]:
+        """[c_1, ..., c_D]: c_d = share of verify steps whose accepted token at position
+        d was copied from the context, the copy proposer's part of the unconditional
+        acceptance a_d (a_d - c_d is the drafter's heads')."""
+        steps = sum(self.accepted_hist)
+        if not steps:
+            return [0.0] * depth
+        counts = (list(self.copied_by_position) + [0] * depth)[:depth]
+        return [c / steps for c in counts]
+
     def merge(self, other: "GenerationStats") -> "GenerationStats":
-        n = max(len(self.accepted_hist), len(other.accepted_hist))
-        hist = [(self.accepted_hist[i] if i < len(self.accepted_hist) else 0)
-                + (other.accepted_hist[i] if i < len(other.accepted_hist) else 0) for i in range(n)]
+        hist = _add_lists(self.accepted_hist, other.accepted_hist)
         return GenerationStats(self.new_tokens + other.new_tokens, self.target_forwards + other.target_forwards,
                                self.verify_steps + other.verify_steps, self.wall_s + other.wall_s,
                                self.draft_s + other.draft_s, self.verify_s + other.verify_s, hist,
                                self.drafted_nodes + other.drafted_nodes,
                                {h: self.accepted_by_head.get(h, 0) + other.accepted_by_head.get(h, 0)
                                 for h in {**self.accepted_by_head, **other.accepted_by_head}},
-                               self.copy_nodes + other.copy_nodes)
+                               self.copy_nodes + other.copy_nodes,
+                               _add_lists(self.copied_by_position, other.copied_by_position))
+
+
+def _add_lists(a: list[int], b: list[int]) -> list[int]:
+    n = max(len(a), len(b))
+    return [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(n)]
 
 
 SPEEDUP_WALL_TIME = "wall time"
@@ -138,4 +155,8 @@ def summarize(steps: Iterable, depth: int = 0) -> GenerationStats:
             if k >= len(st.accepted_hist):
                 st.accepted_hist.extend([0] * (k + 1 - len(st.accepted_hist)))
             st.accepted_hist[k] += 1
+            for d in s.copied_positions:
+                if d > len(st.copied_by_position):
+                    st.copied_by_position.extend([0] * (d - len(st.copied_by_position)))
+                st.copied_by_position[d - 1] += 1
     return st

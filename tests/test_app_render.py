@@ -64,7 +64,8 @@ def ev(step, emitted, rejected=(), accepted=None, t=0.1, reason=None):
     rej = [RejectedToken(tok, pos, head, prob) for tok, pos, head, prob in rejected]
     acc = accepted if accepted is not None else sum(1 for e in em if e.head != "target")
     return StepEvent(step=step, emitted=em, accepted_length=acc, rejected=rej, drafted=8, draft_s=0.01,
-                     verify_s=0.02, elapsed_s=t, finished=reason is not None, finish_reason=reason)
+                     verify_s=0.02, elapsed_s=t, finished=reason is not None, finish_reason=reason,
+                     copied_positions=[e.position for e in em if e.head == "copy"])
 
 
 def synthetic_events():
@@ -633,8 +634,17 @@ def test_copied_tokens_have_their_own_hue_legend_and_title():
     assert "Copied" in render_legend(lay) and "Copied" not in render_legend(LAYOUT)
     st = run_record("gumiho", events, lay).stats()
     assert st.accepted_by_head == {"serial": 1, "copy": 1}
+    assert st.copied_by_position == [0, 1]  # the copied "!" was accepted at draft position 2
     fig = figures.acceptance_figure(st, lay)
-    assert fig.data[0]["x"] == list(range(1, 9)) and fig.data[0]["marker"]["color"][7] == palette.COPY_PLOT
+    # The bar at position 2 is the copy proposer's, not the MLP head's or the serial step's.
+    drafter_part, copied_part = fig.data[0], fig.data[1]
+    assert fig.layout["barmode"] == "stack" and copied_part["name"].endswith("copied from the context")
+    assert drafter_part["x"] == list(range(1, 9)) and drafter_part["marker"]["color"][7] == palette.COPY_PLOT
+    assert drafter_part["y"][:2] == [1.0, 0.0] and copied_part["y"][:2] == [0.0, 1.0]
+    assert copied_part["marker"]["color"] == palette.COPY_PLOT
+    # Without copied tokens the figure keeps one bar trace.
+    plain = figures.acceptance_figure(run_record("gumiho", synthetic_events(), LAYOUT).stats(), LAYOUT)
+    assert [t["type"] for t in plain.data] == ["bar", "scatter"] and "barmode" not in plain.layout
 
 
 def test_copy_from_context_reaches_the_race_and_the_walkthrough(monkeypatch):

@@ -331,6 +331,9 @@ def test_cli_copy_and_hf_methods(tmp_path, tiny_model_folder, capsys):
     assert m["copy"]["tree"] is None and m["gumiho+copy"]["tree"]["total_tokens"] == 4
     assert set(m["copy"]["accepted_by_proposer"]) <= {"copy"} and m["copy"]["copy_nodes"] > 0
     assert m["gumiho"]["copy"] is None and m["gumiho"]["copy_nodes"] == 0
+    # Copy alone: every accepted token was copied, so its part is all of the acceptance.
+    assert m["copy"]["copied_acceptance_by_position"] == m["copy"]["acceptance_by_position"]
+    assert m["gumiho"]["copied_acceptance_by_position"] is None
     # Only the gumiho drafter was random (one warning for it, none for the copy methods).
     assert m["gumiho+copy"]["drafter"] == m["gumiho"]["drafter"]
     assert m["hf"]["target_forwards"] == m["vanilla"]["target_forwards"]  # one forward a token, as vanilla

@@ -146,7 +146,15 @@ def test_copy_alone_is_prompt_lookup():
     ref, _ = _run(target, prompt, None, max_new_tokens=40)
     out, steps = _run(target, prompt, with_copy(None, max_tokens=8, min_match=1), max_new_tokens=40)
     assert out == ref
-    assert summarize(steps, 8).accepted_by_head.get("copy", 0) > 10
+    st = summarize(steps, 8)
+    assert st.accepted_by_head.get("copy", 0) > 10
+    # Every accepted token is copied, so the copy proposer's part of acceptance at each
+    # position is all of it, and halves of a run merge back into the whole.
+    assert st.copied_acceptance_by_position(8) == pytest.approx(st.acceptance_by_position(8))
+    assert sum(st.copied_by_position) == st.accepted_by_head["copy"]
+    half = len(steps) // 2
+    merged = summarize(steps[:half], 8).merge(summarize(steps[half:], 8))
+    assert merged.copied_by_position == st.copied_by_position and merged.accepted_hist == st.accepted_hist
     for s in steps[1:]:
         assert s.copy_nodes == s.drafted
         assert all(e.head in ("copy", "target") for e in s.emitted)

@@ -6,7 +6,9 @@ equal small budget. Four arms, all of kind gumiho, same data, same steps, same s
     ce         + cross-entropy only (no regression), last layer
     fused-ce   both
 
-``--arms`` may add ``ce-top1`` (cross-entropy only plus a hard top-1 term) and the
+``--arms`` may add ``ce-top1`` (cross-entropy only plus a hard top-1 term), ``ce-topk``
+(plus HASS's top-10 distillation term), ``ce-accept`` (plus one minus the acceptance rate
+of a sampled draft, sum(min(p, q))), and the
 one-layer all-serial EAGLE-2 baseline the paper compares Gumiho with, trained the same
 way: ``eagle`` (the paper's loss) and ``eagle-ce`` (cross-entropy only), so "Gumiho vs
 EAGLE-2" is measured like for like.
@@ -43,6 +45,8 @@ ARMS = {
     "ce": ["--reg-weight", "0", "--ce-weight", "1"],
     "fused-ce": ["--feature-layers", "default", "--reg-weight", "0", "--ce-weight", "1"],
     "ce-top1": ["--reg-weight", "0", "--ce-weight", "1", "--top1-weight", "0.5"],
+    "ce-topk": ["--reg-weight", "0", "--ce-weight", "1", "--topk-weight", "1", "--topk", "10"],
+    "ce-accept": ["--reg-weight", "0", "--ce-weight", "1", "--accept-weight", "1"],
     "eagle": ["--kind", "eagle"],
     "eagle-ce": ["--kind", "eagle", "--reg-weight", "0", "--ce-weight", "1"],
 }
@@ -115,15 +119,16 @@ def report(args) -> str:
                 if (out / "bench" / f"{a}.{tree}.json").exists()}
         if not recs:
             continue
-        lines += [f"MT-Bench, {tree} tree: tau and the difference to `paper` (paired 95% bootstrap interval over "
-                  f"prompts)", "", "| arm | prompts | tau | acceptance at d=1..5 | vs paper | lossless |",
+        b = args.baseline
+        lines += [f"MT-Bench, {tree} tree: tau and the difference to `{b}` (paired 95% bootstrap interval over "
+                  f"prompts)", "", f"| arm | prompts | tau | acceptance at d=1..5 | vs {b} | lossless |",
                   "|---|---|---|---|---|---|"]
-        base = per_prompt(recs["paper"], drafted_method(recs["paper"])) if "paper" in recs else None
+        base = per_prompt(recs[b], drafted_method(recs[b])) if b in recs else None
         for a, rec in recs.items():
             m = rec["methods"][drafted_method(rec)]
             acc = " ".join(f"{x:.2f}" for x in m.get("acceptance_by_position", [])[:5])
             diff = ""
-            if base is not None and a != "paper":
+            if base is not None and a != b:
                 mine = per_prompt(rec, drafted_method(rec))
                 rows = [(*mine[q], *base[q]) for q in mine if q in base]
                 d, lo, hi = tau_difference(rows)
@@ -142,13 +147,17 @@ def main(argv=None) -> int:
         s.add_argument("--out", required=True)
         s.add_argument("--arms", default=DEFAULT_ARMS)
         if name == "train":
-            s.add_argument("--data", required=True, help="shards with cached fused features (gumiho.train.features)")
+            s.add_argument("--data", required=True,
+                           help="shards with cached fused features (gumiho.train.features); arms that read the last "
+                                "state alone also train on distilled shards")
             s.add_argument("--max-steps", type=int, default=300)
             s.add_argument("--batch-tokens", type=int, default=2048)
             s.add_argument("--lr", type=float, default=8e-4)
             s.add_argument("--seed", type=int, default=0)
         else:
             s.add_argument("--trees", default="cpu,paper")
+        if name == "report":
+            s.add_argument("--baseline", default="paper", help="the arm every other arm is compared with")
         if name == "bench":
             s.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
             s.add_argument("--limit", type=int, default=20)

@@ -108,6 +108,10 @@ def _loss(summary: dict) -> str:
     terms.append(f"{c['ce_weight']} x soft cross-entropy vs the target's distribution")
     if c.get("top1_weight"):
         terms.append(f"{c['top1_weight']} x cross-entropy on the target's top token")
+    if c.get("topk_weight"):
+        terms.append(f"{c['topk_weight']} x cross-entropy over the target's top {c.get('topk', 10)} tokens")
+    if c.get("accept_weight"):
+        terms.append(f"{c['accept_weight']} x (1 - acceptance rate of a sampled draft)")
     return (" + ".join(terms) + f", position weight {c['position_decay']}^(d-1), input noise {c['noise']}"
             + ("" if len(terms) > 1 or c.get("reg_weight", 1.0) else " (cross-entropy only)"))
 

@@ -14,7 +14,7 @@ from gumiho.train import features as tfeatures
 from gumiho.train import shards
 from gumiho.train.__main__ import main as train_main
 from gumiho.train.loop import train
-from gumiho.train.objective import LossConfig, draft_loss
+from gumiho.train.objective import LossConfig, acceptance_rate, draft_loss
 from gumiho.train.states import target_states
 
 from helpers import tiny_target
@@ -95,6 +95,18 @@ def test_loss_terms_add_up(setup):
     assert loss(reg_weight=1.0, ce_weight=0.1) == pytest.approx(reg + 0.1 * ce, rel=1e-5)
     assert loss(reg_weight=0.5, ce_weight=2.0, top1_weight=3.0) == pytest.approx(0.5 * reg + 2 * ce + 3 * top1,
                                                                                rel=1e-5)
+    # HASS's top-K term: over every draft token it is the soft cross-entropy, over fewer
+    # tokens strictly less (each dropped token's -p log q is positive).
+    n_draft = drafter.cfg.draft_vocab_size or drafter.cfg.vocab_size
+    assert loss(topk_weight=1.0, topk=n_draft) == pytest.approx(ce, rel=1e-5)
+    top10 = loss(topk_weight=1.0, topk=10)
+    assert 0 < top10 < ce
+    # The acceptance term is one minus sum(min(p, q)), a probability: in (0, 1) for an
+    # untrained drafter, and linear with the rest.
+    accept = loss(accept_weight=1.0)
+    assert 0 < accept < 1
+    assert loss(ce_weight=1.0, topk_weight=0.5, accept_weight=2.0) == pytest.approx(ce + 0.5 * top10 + 2 * accept,
+                                                                                  rel=1e-5)
     # A fused drafter refuses a batch without features, with a message that says so.
     with pytest.raises(ValueError, match="features"):
         draft_loss(drafter, {k: v for k, v in batch.items() if k != "features"}, base)
@@ -158,3 +170,28 @@ def test_cli_refuses_bad_feature_layers(setup, tmp_path, capsys):
     _, data, _ = setup
     assert train_main(["--data", str(data), "--out", str(tmp_path / "x"), "--feature-layers", "two"]) == 2
     assert "--feature-layers takes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,message", [(["--topk", "0"], "--topk must be at least 1"),
+                                          (["--accept-weight", "-1"], "cannot be negative: --accept-weight -1")])
+def test_cli_refuses_bad_loss_options(setup, tmp_path, capsys, args, message):
+    _, data, _ = setup
+    assert train_main(["--data", str(data), "--out", str(tmp_path / "x")] + args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_acceptance_term_is_the_acceptance_rate_of_speculative_sampling():
+    """sum(min(p, q)) is the chance that speculative sampling accepts one token drawn
+    from q against a target p: checked against the rule itself (accept x ~ q with
+    probability min(1, p(x)/q(x))) by simulation, on random distributions."""
+    g = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        p = torch.rand(12, generator=g).pow(3)
+        q = torch.rand(12, generator=g).pow(3)
+        p, q = p / p.sum(), q / q.sum()
+        n = 200_000
+        x = torch.multinomial(q, n, replacement=True, generator=g)
+        accepted = torch.rand(n, generator=g) < (p[x] / q[x]).clamp(max=1)
+        rate = float(accepted.float().mean())
+        # 4 standard errors of a binomial share: fails by chance about once in 16,000 runs.
+        assert abs(rate - float(acceptance_rate(p, q))) < 4 * (0.25 / n) ** 0.5

@@ -52,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top1-weight", type=float, default=0.0,
                    help="weight of a hard cross-entropy on the target's top token (the token greedy verification "
                         "accepts)")
+    p.add_argument("--topk-weight", type=float, default=0.0,
+                   help="weight of a soft cross-entropy over the target's top-K tokens only (HASS's distillation)")
+    p.add_argument("--topk", type=int, default=10, help="K of --topk-weight's term")
+    p.add_argument("--accept-weight", type=float, default=0.0,
+                   help="weight of 1 - sum(min(p, q)): one minus the probability that speculative sampling accepts "
+                        "a token drawn from the drafter (the total variation distance to the target)")
     p.add_argument("--feature-layers", default="none", metavar="none|default|L1,L2,...",
                    help="target layers whose hidden states the drafter reads, fused (EAGLE-3); 'default': layers 2, "
                         "N/2 and N-3 of N; numbers count as transformers' hidden_states (0 = embeddings, N = the "
@@ -95,6 +101,13 @@ def main(argv=None) -> int:
 
         for folder in args.data.split(","):
             check_data_dir(folder)
+        if args.topk < 1:
+            raise GumihoError(f"--topk must be at least 1, not {args.topk}")
+        weights = {"--ce-weight": args.ce_weight, "--reg-weight": args.reg_weight, "--top1-weight": args.top1_weight,
+                   "--topk-weight": args.topk_weight, "--accept-weight": args.accept_weight}
+        negative = [f"{name} {w}" for name, w in weights.items() if w < 0]
+        if negative:
+            raise GumihoError(f"loss weights cannot be negative: {', '.join(negative)}")
         overrides = {}
         if args.feature_layers != "none":
             overrides["feature_layers"] = parse_feature_layers(args.feature_layers)
@@ -113,7 +126,8 @@ def main(argv=None) -> int:
             max_steps=args.max_steps, stop_at_step=args.stop_at_step, init_from=args.init_from,
             features=args.features, drafter_overrides=overrides,
             loss=LossConfig(ce_weight=args.ce_weight, position_decay=args.position_decay, noise=args.noise,
-                            reg_weight=args.reg_weight, top1_weight=args.top1_weight))
+                            reg_weight=args.reg_weight, top1_weight=args.top1_weight,
+                            topk_weight=args.topk_weight, topk=args.topk, accept_weight=args.accept_weight))
         summary = train(cfg, target.model, target.name, target.eos_ids, log=lambda m: print(m, flush=True))
         end_processes()
         if speak:

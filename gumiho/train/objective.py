@@ -27,6 +27,17 @@ Loss per position d:
     reg_weight * SmoothL1(pred, h_{t+d})                       (feature regression)
   + ce_weight  * CE(softmax(W h_{t+d}), softmax(W pred))        (soft labels)
   + top1_weight * -log softmax(W pred)[argmax W h_{t+d}]        (the accepted token)
+  + topk_weight * -sum_{x in topK(p)} p(x) log q(x)             (HASS: the target's top-K)
+  + accept_weight * (1 - sum_x min(p(x), q(x)))                 (acceptance rate)
+
+with p = softmax(W h_{t+d}) the target's distribution and q = softmax(W pred) the
+drafter's. The top-K term is the soft cross-entropy restricted to the K tokens the
+target ranks highest (HASS's distillation): the tail of p, which no draft tree ever
+proposes, stops pulling q. The acceptance term is exact, not a surrogate: speculative
+sampling accepts a token drawn from q with probability min(1, p/q), so a single draft
+is accepted with probability sum_x q(x) min(1, p(x)/q(x)) = sum_x min(p(x), q(x)),
+one minus the total variation distance. Its gradient moves mass only from tokens q
+over-predicts to tokens it under-predicts, and is zero where q already matches p.
 
 all over the draft vocabulary (FR-Spec: the frequent tokens only, which is what the
 drafter can propose anyway, and keeps the 49k-wide LM head off the CPU's critical
@@ -55,6 +66,16 @@ class LossConfig:
     noise: float = 0.2  # uniform noise U(-noise/2, noise/2) * |h| scale added to input hidden states (paper)
     reg_weight: float = 1.0  # SmoothL1 feature regression (0: cross-entropy only, EAGLE-3)
     top1_weight: float = 0.0  # hard cross-entropy on the target's top token (greedy acceptance)
+    topk_weight: float = 0.0  # soft cross-entropy over the target's top-K tokens only (HASS)
+    topk: int = 10  # K of the top-K term
+    accept_weight: float = 0.0  # 1 - sum(min(p, q)): one minus a sampled draft's acceptance rate
+
+
+def acceptance_rate(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """sum_x min(p(x), q(x)) over the last axis: the probability that speculative
+    sampling accepts one token drawn from the draft distribution q against the target
+    distribution p (accepting x with probability min(1, p(x)/q(x)))."""
+    return torch.minimum(p, q).sum(-1)
 
 
 def step_mask(L: int, n_prev_steps: int, device) -> torch.Tensor:
@@ -206,6 +227,12 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
             per_token = per_token + loss_cfg.reg_weight * F.smooth_l1_loss(p, tgt, reduction="none").mean(-1)
         if loss_cfg.top1_weight:
             per_token = per_token - loss_cfg.top1_weight * d_logp.gather(-1, t_top[:, None])[:, 0]
+        if loss_cfg.topk_weight:
+            k = min(loss_cfg.topk, t_prob.shape[-1])
+            top_p, top_i = t_prob.topk(k, dim=-1)
+            per_token = per_token - loss_cfg.topk_weight * (top_p * d_logp.gather(-1, top_i)).sum(-1)
+        if loss_cfg.accept_weight:
+            per_token = per_token + loss_cfg.accept_weight * (1.0 - acceptance_rate(t_prob, d_logp.exp()))
         per = per_token.sum() / (n if denominators is None else denominators[d - 1])
         total = total + w * per
         if denominators is None:

@@ -73,7 +73,7 @@ def train(args) -> None:
                "--out", str(Path(args.out) / arm), "--max-steps", str(args.max_steps), "--epochs", "100",
                "--batch-tokens", str(args.batch_tokens), "--lr", str(args.lr), "--warmup-steps", "20",
                "--draft-vocab", "8192", "--checkpoint-every", "50", "--eval-fraction", "0.05",
-               "--seed", str(args.seed), "--features", "cached", *ARMS[arm]]
+               "--seed", str(args.seed), "--features", args.features, *ARMS[arm]]
         print("+", " ".join(cmd[1:]), flush=True)
         subprocess.run(cmd, check=True, cwd=ROOT)
 
@@ -154,6 +154,9 @@ def main(argv=None) -> int:
             s.add_argument("--batch-tokens", type=int, default=2048)
             s.add_argument("--lr", type=float, default=8e-4)
             s.add_argument("--seed", type=int, default=0)
+            s.add_argument("--features", default="cached", choices=["cached", "on-the-fly"],
+                           help="where the target's states come from (gumiho.train --features); on-the-fly needs "
+                                "no feature cache for the fused arms")
         else:
             s.add_argument("--trees", default="cpu,paper")
         if name == "report":

@@ -11,7 +11,8 @@ equal small budget. Four arms, all of kind gumiho, same data, same steps, same s
 of a sampled draft, sum(min(p, q))), and the
 one-layer all-serial EAGLE-2 baseline the paper compares Gumiho with, trained the same
 way: ``eagle`` (the paper's loss) and ``eagle-ce`` (cross-entropy only), so "Gumiho vs
-EAGLE-2" is measured like for like.
+EAGLE-2" is measured like for like. ``serial`` and ``parallel`` (and ``fused-serial``,
+``fused-parallel``, ``fused-eagle``) train the other kinds with the same recipes.
 
     python scripts/recipe_ablation.py train --data DIRS --out runs/ablation --max-steps 300
     python scripts/recipe_ablation.py bench --out runs/ablation --limit 20
@@ -23,6 +24,16 @@ paper's tree (records under OUT/bench/); ``report`` prints a markdown table: per
 held-out top-1 agreement (training's held-out split, the same for every arm) and
 MT-Bench tau with the difference to the ``paper`` arm and its paired 95% bootstrap
 interval over prompts (every arm decodes the same prompts to the same greedy text).
+
+``kinds`` compares the four kinds trained with one recipe: one bench run per prompt set
+(default the six of benchmarks/prompts) with vanilla and all four methods interleaved
+per prompt, records under OUT/kinds/; scripts/compare_drafters.py gives the paired tau
+differences and, with --speedup, each kind's speedup:
+
+    python scripts/recipe_ablation.py train --data DIRS --out runs/kinds --max-steps 480 \
+        --arms fused,fused-eagle,fused-serial,fused-parallel
+    python scripts/recipe_ablation.py kinds --out runs/kinds --limit 20
+    python scripts/compare_drafters.py runs/kinds/kinds/*.json
 """
 from __future__ import annotations
 
@@ -49,7 +60,18 @@ ARMS = {
     "ce-accept": ["--reg-weight", "0", "--ce-weight", "1", "--accept-weight", "1"],
     "eagle": ["--kind", "eagle"],
     "eagle-ce": ["--kind", "eagle", "--reg-weight", "0", "--ce-weight", "1"],
+    # The other kinds with one recipe, for the comparison of kinds (``kinds``).
+    "serial": ["--kind", "serial"],
+    "parallel": ["--kind", "parallel"],
+    "fused-serial": ["--kind", "serial", "--feature-layers", "default"],
+    "fused-parallel": ["--kind", "parallel", "--feature-layers", "default"],
+    "fused-eagle": ["--kind", "eagle", "--feature-layers", "default"],
 }
+# The bench's drafter option for each kind's method.
+DRAFTER_FLAG = {"gumiho": "--drafter", "serial": "--serial-drafter", "parallel": "--parallel-drafter",
+                "eagle": "--eagle-drafter"}
+DEFAULT_KINDS = "gumiho=fused,serial=fused-serial,parallel=fused-parallel,eagle=fused-eagle"
+SIX_SETS = ("mt_bench", "humaneval", "gsm8k", "alpaca", "sum", "qa")
 DEFAULT_ARMS = "paper,fused,ce,fused-ce"
 TREES = {
     "cpu": [],  # TreeSettings.for_device("cpu")
@@ -64,6 +86,26 @@ def arm_list(text: str) -> list[str]:
     if bad:
         raise SystemExit(f"unknown arm(s) {bad}; choose from {', '.join(ARMS)}")
     return arms
+
+
+def arm_kind(arm: str) -> str:
+    """The drafter kind an arm trains (gumiho unless its options say otherwise)."""
+    opts = ARMS[arm]
+    return opts[opts.index("--kind") + 1] if "--kind" in opts else "gumiho"
+
+
+def kind_arms(text: str) -> dict[str, str]:
+    """``kind=arm,...`` as {kind: arm}, each arm of that kind."""
+    pairs = {}
+    for item in (t.strip() for t in text.split(",") if t.strip()):
+        kind, _, arm = item.partition("=")
+        if kind not in DRAFTER_FLAG or not arm:
+            raise SystemExit(f"--kinds wants kind=arm pairs, kind one of {', '.join(DRAFTER_FLAG)}; got {item!r}")
+        arm_list(arm)
+        if arm_kind(arm) != kind:
+            raise SystemExit(f"arm {arm!r} trains kind {arm_kind(arm)}, not {kind}")
+        pairs[kind] = arm
+    return pairs
 
 
 def train(args) -> None:
@@ -83,14 +125,31 @@ def bench(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for arm in arm_list(args.arms):
         for tree in args.trees.split(","):
-            method = "eagle" if "eagle" in ARMS[arm] else "gumiho"
-            flag = "--eagle-drafter" if method == "eagle" else "--drafter"
+            method = arm_kind(arm)
+            flag = DRAFTER_FLAG[method]
             cmd = [sys.executable, "-m", "gumiho.bench", "--prompts", args.prompts, "--limit", str(args.limit),
                    "--max-new-tokens", str(args.max_new_tokens), "--methods", f"vanilla,{method}",
                    flag, str(Path(args.out) / arm), *TREES[tree], "--out", str(out / f"{arm}.{tree}.json"),
                    "--no-progress"]
             print("+", " ".join(cmd[1:]), flush=True)
             subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+def kinds(args) -> None:
+    """One bench run per prompt set with vanilla and every kind's drafter, interleaved per
+    prompt, so that taus and speedups of the kinds are paired (records under OUT/kinds/,
+    read by scripts/compare_drafters.py, with and without --speedup)."""
+    pairs = kind_arms(args.kinds)
+    out = Path(args.out) / "kinds"
+    out.mkdir(parents=True, exist_ok=True)
+    drafters = [x for kind, arm in pairs.items() for x in (DRAFTER_FLAG[kind], str(Path(args.out) / arm))]
+    for name in args.sets.split(","):
+        cmd = [sys.executable, "-m", "gumiho.bench", "--prompts", f"benchmarks/prompts/{name}.jsonl",
+               "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens),
+               "--methods", ",".join(["vanilla", *pairs]), *drafters, *TREES[args.tree],
+               "--out", str(out / f"{name}.json"), "--no-progress"]
+        print("+", " ".join(cmd[1:]), flush=True)
+        subprocess.run(cmd, check=True, cwd=ROOT)
 
 
 def drafted_method(record: dict) -> str:
@@ -142,7 +201,7 @@ def report(args) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("train", "bench", "report"):
+    for name in ("train", "bench", "report", "kinds"):
         s = sub.add_parser(name)
         s.add_argument("--out", required=True)
         s.add_argument("--arms", default=DEFAULT_ARMS)
@@ -157,12 +216,18 @@ def main(argv=None) -> int:
             s.add_argument("--features", default="cached", choices=["cached", "on-the-fly"],
                            help="where the target's states come from (gumiho.train --features); on-the-fly needs "
                                 "no feature cache for the fused arms")
+        elif name == "kinds":
+            s.add_argument("--kinds", default=DEFAULT_KINDS, help="kind=arm pairs: which trained arm drafts for "
+                           "each kind's method")
+            s.add_argument("--sets", default=",".join(SIX_SETS), help="prompt sets of benchmarks/prompts")
+            s.add_argument("--tree", default="cpu", choices=list(TREES))
         else:
             s.add_argument("--trees", default="cpu,paper")
         if name == "report":
             s.add_argument("--baseline", default="paper", help="the arm every other arm is compared with")
-        if name == "bench":
-            s.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
+        if name in ("bench", "kinds"):
+            if name == "bench":
+                s.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
             s.add_argument("--limit", type=int, default=20)
             s.add_argument("--max-new-tokens", type=int, default=64)
     args = p.parse_args(argv)
@@ -170,6 +235,8 @@ def main(argv=None) -> int:
         train(args)
     elif args.cmd == "bench":
         bench(args)
+    elif args.cmd == "kinds":
+        kinds(args)
     else:
         print(report(args))
     return 0

@@ -449,6 +449,16 @@ def test_race_on_tiny_target_is_lossless_and_summarised(tiny_hub):
     assert "h-serial" in html and "h-target" in html
     s = summary(res, "Hello there")
     assert s["ok"] and s["vanilla"]["tokens"] == s["gumiho"]["tokens"] and s["speedup"] is not None
+    # The API answer carries the acceptance plot's figures: unconditional acceptance at d
+    # is the share of verify steps that accepted d or more draft tokens.
+    g = s["gumiho"]
+    lengths = [e.accepted_length for e in res.gumiho.events if e.is_verify and e.drafted > 0]
+    assert g["verify_steps"] == len(lengths) > 0
+    assert len(g["acceptance_by_position"]) == res.gumiho.layout.depth
+    for d, share in enumerate(g["acceptance_by_position"], start=1):
+        assert share == pytest.approx(sum(n >= d for n in lengths) / len(lengths), abs=1e-4)
+    assert g["acceptance_by_position"][0] > 0 and g["copied_acceptance_by_position"] == [0.0] * res.gumiho.layout.depth
+    assert "acceptance_by_position" not in s["vanilla"]
     # The cost-aware box: the verify cost is measured on the first race that asks for it.
     target = hub.resolve().target
     assert target.verify_cost is None

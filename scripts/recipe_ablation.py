@@ -27,7 +27,7 @@ interval over prompts (every arm decodes the same prompts to the same greedy tex
 
 ``kinds`` compares the four kinds trained with one recipe: one bench run per prompt set
 (default the six of benchmarks/prompts) with vanilla and all four methods interleaved
-per prompt, records under OUT/kinds/; scripts/compare_drafters.py gives the paired tau
+per prompt, records under OUT/kinds/ (``--name``); scripts/compare_drafters.py gives the paired tau
 differences and, with --speedup, each kind's speedup:
 
     python scripts/recipe_ablation.py train --data DIRS --out runs/kinds --max-steps 480 \
@@ -140,7 +140,7 @@ def kinds(args) -> None:
     prompt, so that taus and speedups of the kinds are paired (records under OUT/kinds/,
     read by scripts/compare_drafters.py, with and without --speedup)."""
     pairs = kind_arms(args.kinds)
-    out = Path(args.out) / "kinds"
+    out = Path(args.out) / args.name
     out.mkdir(parents=True, exist_ok=True)
     drafters = [x for kind, arm in pairs.items() for x in (DRAFTER_FLAG[kind], str(Path(args.out) / arm))]
     for name in args.sets.split(","):
@@ -221,6 +221,7 @@ def main(argv=None) -> int:
                            "each kind's method")
             s.add_argument("--sets", default=",".join(SIX_SETS), help="prompt sets of benchmarks/prompts")
             s.add_argument("--tree", default="cpu", choices=list(TREES))
+            s.add_argument("--name", default="kinds", help="records go to OUT/NAME/SET.json")
         else:
             s.add_argument("--trees", default="cpu,paper")
         if name == "report":

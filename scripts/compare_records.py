@@ -9,7 +9,8 @@ bootstrap over prompts (compare_drafters.tau_difference).
     python scripts/compare_records.py --old OLD_DIR --new NEW_DIR [--methods gumiho,serial,parallel]
 
 OLD_DIR and NEW_DIR hold records of the same names (mt_bench.json, ...), as
-scripts/run_benchmarks.sh writes them.
+scripts/run_benchmarks.sh writes them. With two sets or more, a last line per method
+pools the prompts of every set.
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def compare(old: Path, new: Path, methods: list[str], resamples: int = 10000) ->
     lines = ["| set | method | prompts | old tau | new tau | new - old (95% interval) |",
              "|---|---|---|---|---|---|"]
     up = sure = total = 0
+    pooled: dict[str, list] = {}  # method -> rows of every set, for the "all sets" line
+    pooled_sets: dict[str, set] = {}
     for path in sorted(new.glob("*.json")):
         if not (old / path.name).exists():
             continue
@@ -45,12 +48,23 @@ def compare(old: Path, new: Path, methods: list[str], resamples: int = 10000) ->
             rows = [(*pb[q], *pa[q]) for q in pb if q in pa]
             if not rows:
                 continue
+            pooled.setdefault(m, []).extend(rows)
+            pooled_sets.setdefault(m, set()).add(path.stem)
             d, lo, hi = tau_difference(rows, resamples)
             total += 1
             up += d > 0
             sure += lo > 0
             lines.append(f"| {path.stem} | {m} | {len(rows)} | {a['methods'][m]['tau']:.3f} | "
                          f"{b['methods'][m]['tau']:.3f} | {d:+.3f} ({lo:+.3f} to {hi:+.3f}) |")
+    # All sets together: one tau over every prompt of every set, the bootstrap
+    # resampling prompts from the pool (sets weigh by their prompts and tokens).
+    for m, rows in pooled.items():
+        if len(pooled_sets[m]) < 2:
+            continue
+        d, lo, hi = tau_difference(rows, resamples)
+        old_tau = sum(r[2] for r in rows) / sum(r[3] for r in rows)
+        new_tau = sum(r[0] for r in rows) / sum(r[1] for r in rows)
+        lines.append(f"| all sets | {m} | {len(rows)} | {old_tau:.3f} | {new_tau:.3f} | {d:+.3f} ({lo:+.3f} to {hi:+.3f}) |")
     lines += ["", f"new above old in {up} of {total} (set, method) pairs; the whole interval above 0 in {sure}."]
     return "\n".join(lines)
 

@@ -442,8 +442,8 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
             """Run vanilla and Gumiho decoding of one prompt, timed in alternation (each on its own clock: the
             sum of its own steps), and return both texts with their statistics (tau, tokens/s, target forwards,
             wall time) and the speedup; for Gumiho also acceptance by draft position (unconditional,
-            conditional, and the part copied from the context). With tree_cost_aware, tree_nodes is the most drafted tokens a step
-            verifies. With copy_from_context, the copy proposer drafts beside the drafter (tokens that
+            conditional, and the part copied from the context). With tree_cost_aware, tree_nodes is the
+            most drafted tokens a step verifies. With copy_from_context, the copy proposer drafts beside the drafter (tokens that
             followed the same words earlier in the prompt or the answer)."""
             return await api_race(hub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k,
                                   tree_nodes, drafter, target, drafter_path, tree_cost_aware, copy_from_context)

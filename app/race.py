@@ -345,27 +345,27 @@ def replay_frames(result: RaceResult, stop: threading.Event, fps: float = 12.0, 
 def summary(result: RaceResult, prompt: str) -> dict:
     """What the /race API endpoint returns."""
 
-    def run(r):
-        st = r.stats()
+    def run(r, st):
         return {"text": r.text, "tokens": [t for ev in r.events for t in ev.tokens], "new_tokens": st.new_tokens,
                 "target_forwards": st.target_forwards, "tau": round(st.tau, 4), "wall_s": round(r.wall_s, 4),
                 "tokens_per_s": round(st.tokens_per_s, 3), "finish_reason": r.finish_reason}
 
-    def acceptance(r):
+    def acceptance(st, depth):
         # As the page's plot shows them: share of verify steps whose accepted draft
         # length is >= d, that share over the one at d-1, and the part of the first
         # whose token at d was copied from the context rather than drafted by a head.
-        st, depth = r.stats(), r.depth
         return {"verify_steps": st.verify_steps,
                 "acceptance_by_position": [round(x, 4) for x in st.acceptance_by_position(depth)],
                 "conditional_acceptance_by_position":
                     [round(x, 4) for x in st.conditional_acceptance_by_position(depth)],
                 "copied_acceptance_by_position": [round(x, 4) for x in st.copied_acceptance_by_position(depth)]}
 
+    v_stats, g_stats = result.vanilla.stats(), result.gumiho.stats()
     sp = speedup(result)
     return {"ok": True, "message": "", "prompt": prompt, "prompt_tokens": result.prompt_tokens, "model": result.model,
             "drafter": result.notes[0] if result.notes else "", "drafter_note": result.drafter_note,
-            "vanilla": run(result.vanilla), "gumiho": {**run(result.gumiho), **acceptance(result.gumiho)},
+            "vanilla": run(result.vanilla, v_stats),
+            "gumiho": {**run(result.gumiho, g_stats), **acceptance(g_stats, result.gumiho.depth)},
             "speedup": round(sp[0], 4) if sp else None, "speedup_kind": sp[1] if sp else None,
             "timing": TIMING.get(result.scheme, result.scheme)}
 

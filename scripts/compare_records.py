@@ -35,8 +35,7 @@ def compare(old: Path, new: Path, methods: list[str], resamples: int = 10000) ->
     lines = ["| set | method | prompts | old tau | new tau | new - old (95% interval) |",
              "|---|---|---|---|---|---|"]
     up = sure = total = 0
-    pooled: dict[str, list] = {}  # method -> rows of every set, for the "all sets" line
-    pooled_sets: dict[str, set] = {}
+    by_set: dict[str, list] = {}  # method -> each set's rows, for the "all sets" line
     for path in sorted(new.glob("*.json")):
         if not (old / path.name).exists():
             continue
@@ -48,8 +47,7 @@ def compare(old: Path, new: Path, methods: list[str], resamples: int = 10000) ->
             rows = [(*pb[q], *pa[q]) for q in pb if q in pa]
             if not rows:
                 continue
-            pooled.setdefault(m, []).extend(rows)
-            pooled_sets.setdefault(m, set()).add(path.stem)
+            by_set.setdefault(m, []).append(rows)
             d, lo, hi = tau_difference(rows, resamples)
             total += 1
             up += d > 0
@@ -58,9 +56,10 @@ def compare(old: Path, new: Path, methods: list[str], resamples: int = 10000) ->
                          f"{b['methods'][m]['tau']:.3f} | {d:+.3f} ({lo:+.3f} to {hi:+.3f}) |")
     # All sets together: one tau over every prompt of every set, the bootstrap
     # resampling prompts from the pool (sets weigh by their prompts and tokens).
-    for m, rows in pooled.items():
-        if len(pooled_sets[m]) < 2:
+    for m, sets in by_set.items():
+        if len(sets) < 2:
             continue
+        rows = [r for set_rows in sets for r in set_rows]
         d, lo, hi = tau_difference(rows, resamples)
         old_tau = sum(r[2] for r in rows) / sum(r[3] for r in rows)
         new_tau = sum(r[0] for r in rows) / sum(r[1] for r in rows)

@@ -46,8 +46,10 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from benchmark_report import SET_NAMES  # noqa: E402  (the six sets, in table order)
 from compare_drafters import tau_difference  # noqa: E402
 from compare_records import per_prompt  # noqa: E402
+from gumiho.bench import DRAFTER_FLAGS  # noqa: E402  (each kind's method and its drafter option)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = {
@@ -67,11 +69,7 @@ ARMS = {
     "fused-parallel": ["--kind", "parallel", "--feature-layers", "default"],
     "fused-eagle": ["--kind", "eagle", "--feature-layers", "default"],
 }
-# The bench's drafter option for each kind's method.
-DRAFTER_FLAG = {"gumiho": "--drafter", "serial": "--serial-drafter", "parallel": "--parallel-drafter",
-                "eagle": "--eagle-drafter"}
 DEFAULT_KINDS = "gumiho=fused,serial=fused-serial,parallel=fused-parallel,eagle=fused-eagle"
-SIX_SETS = ("mt_bench", "humaneval", "gsm8k", "alpaca", "sum", "qa")
 DEFAULT_ARMS = "paper,fused,ce,fused-ce"
 TREES = {
     "cpu": [],  # TreeSettings.for_device("cpu")
@@ -99,8 +97,8 @@ def kind_arms(text: str) -> dict[str, str]:
     pairs = {}
     for item in (t.strip() for t in text.split(",") if t.strip()):
         kind, _, arm = item.partition("=")
-        if kind not in DRAFTER_FLAG or not arm:
-            raise SystemExit(f"--kinds wants kind=arm pairs, kind one of {', '.join(DRAFTER_FLAG)}; got {item!r}")
+        if kind not in DRAFTER_FLAGS or not arm:
+            raise SystemExit(f"--kinds wants kind=arm pairs, kind one of {', '.join(DRAFTER_FLAGS)}; got {item!r}")
         arm_list(arm)
         if arm_kind(arm) != kind:
             raise SystemExit(f"arm {arm!r} trains kind {arm_kind(arm)}, not {kind}")
@@ -126,7 +124,7 @@ def bench(args) -> None:
     for arm in arm_list(args.arms):
         for tree in args.trees.split(","):
             method = arm_kind(arm)
-            flag = DRAFTER_FLAG[method]
+            flag = DRAFTER_FLAGS[method]
             cmd = [sys.executable, "-m", "gumiho.bench", "--prompts", args.prompts, "--limit", str(args.limit),
                    "--max-new-tokens", str(args.max_new_tokens), "--methods", f"vanilla,{method}",
                    flag, str(Path(args.out) / arm), *TREES[tree], "--out", str(out / f"{arm}.{tree}.json"),
@@ -142,7 +140,7 @@ def kinds(args) -> None:
     pairs = kind_arms(args.kinds)
     out = Path(args.out) / args.name
     out.mkdir(parents=True, exist_ok=True)
-    drafters = [x for kind, arm in pairs.items() for x in (DRAFTER_FLAG[kind], str(Path(args.out) / arm))]
+    drafters = [x for kind, arm in pairs.items() for x in (DRAFTER_FLAGS[kind], str(Path(args.out) / arm))]
     for name in args.sets.split(","):
         cmd = [sys.executable, "-m", "gumiho.bench", "--prompts", f"benchmarks/prompts/{name}.jsonl",
                "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens),
@@ -219,16 +217,16 @@ def main(argv=None) -> int:
         elif name == "kinds":
             s.add_argument("--kinds", default=DEFAULT_KINDS, help="kind=arm pairs: which trained arm drafts for "
                            "each kind's method")
-            s.add_argument("--sets", default=",".join(SIX_SETS), help="prompt sets of benchmarks/prompts")
+            s.add_argument("--sets", default=",".join(SET_NAMES), help="prompt sets of benchmarks/prompts")
             s.add_argument("--tree", default="cpu", choices=list(TREES))
             s.add_argument("--name", default="kinds", help="records go to OUT/NAME/SET.json")
         else:
             s.add_argument("--trees", default="cpu,paper")
         if name == "report":
             s.add_argument("--baseline", default="paper", help="the arm every other arm is compared with")
+        if name == "bench":
+            s.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
         if name in ("bench", "kinds"):
-            if name == "bench":
-                s.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
             s.add_argument("--limit", type=int, default=20)
             s.add_argument("--max-new-tokens", type=int, default=64)
     args = p.parse_args(argv)

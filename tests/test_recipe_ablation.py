@@ -7,7 +7,7 @@ from helpers import load_script
 
 def test_every_arm_names_a_kind_the_trainer_knows():
     ablation = load_script("recipe_ablation")
-    assert {ablation.arm_kind(a) for a in ablation.ARMS} == set(ablation.DRAFTER_FLAG)
+    assert {ablation.arm_kind(a) for a in ablation.ARMS} == set(ablation.DRAFTER_FLAGS)
     assert ablation.arm_kind("fused") == "gumiho" and ablation.arm_kind("fused-eagle") == "eagle"
 
 

@@ -53,18 +53,20 @@ from gumiho.bench import DRAFTER_FLAGS  # noqa: E402  (each kind's method and it
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = {
-    "paper": [],
+    # Every arm names its features: the trainer's default (fused) must not decide an arm.
+    "paper": ["--feature-layers", "none"],
     "fused": ["--feature-layers", "default"],
-    "ce": ["--reg-weight", "0", "--ce-weight", "1"],
+    "ce": ["--reg-weight", "0", "--ce-weight", "1", "--feature-layers", "none"],
     "fused-ce": ["--feature-layers", "default", "--reg-weight", "0", "--ce-weight", "1"],
-    "ce-top1": ["--reg-weight", "0", "--ce-weight", "1", "--top1-weight", "0.5"],
-    "ce-topk": ["--reg-weight", "0", "--ce-weight", "1", "--topk-weight", "1", "--topk", "10"],
-    "ce-accept": ["--reg-weight", "0", "--ce-weight", "1", "--accept-weight", "1"],
-    "eagle": ["--kind", "eagle"],
-    "eagle-ce": ["--kind", "eagle", "--reg-weight", "0", "--ce-weight", "1"],
+    "ce-top1": ["--reg-weight", "0", "--ce-weight", "1", "--top1-weight", "0.5", "--feature-layers", "none"],
+    "ce-topk": ["--reg-weight", "0", "--ce-weight", "1", "--topk-weight", "1", "--topk", "10",
+                "--feature-layers", "none"],
+    "ce-accept": ["--reg-weight", "0", "--ce-weight", "1", "--accept-weight", "1", "--feature-layers", "none"],
+    "eagle": ["--kind", "eagle", "--feature-layers", "none"],
+    "eagle-ce": ["--kind", "eagle", "--reg-weight", "0", "--ce-weight", "1", "--feature-layers", "none"],
     # The other kinds with one recipe, for the comparison of kinds (``kinds``).
-    "serial": ["--kind", "serial"],
-    "parallel": ["--kind", "parallel"],
+    "serial": ["--kind", "serial", "--feature-layers", "none"],
+    "parallel": ["--kind", "parallel", "--feature-layers", "none"],
     "fused-serial": ["--kind", "serial", "--feature-layers", "default"],
     "fused-parallel": ["--kind", "parallel", "--feature-layers", "default"],
     "fused-eagle": ["--kind", "eagle", "--feature-layers", "default"],

@@ -123,8 +123,10 @@ cd "$(dirname "$0")/.."
 PY=${PY:-python}
 STAGE=${STAGE:-all}
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1
+# --feature-layers none: the shipped drafters read the target's last state (the trainer's
+# default is now the fused features that won the recipe ablation).
 COMMON=(--batch-tokens 2048 --warmup-steps 20 --draft-vocab 8192 --checkpoint-every 20 --eval-fraction 0.02
-        --precision auto)
+        --precision auto --feature-layers none)
 # train_stage N OUT_PREFIX LR INIT_PREFIX DATA [EPOCHS [EXTRA...]]: the three kinds side by side
 # on the same data; INIT_PREFIX "" starts from scratch, otherwise from INIT_PREFIX-KIND
 # (--init-from); EPOCHS defaults to 1; EXTRA are more options for every kind (the loss).

@@ -12,7 +12,7 @@ from gumiho.drafter import Drafter, DrafterConfig
 from gumiho.train import data as tdata
 from gumiho.train import features as tfeatures
 from gumiho.train import shards
-from gumiho.train.__main__ import main as train_main
+from gumiho.train.__main__ import feature_layer_overrides, main as train_main
 from gumiho.train.loop import train
 from gumiho.train.objective import LossConfig, acceptance_rate, draft_loss
 from gumiho.train.states import target_states
@@ -164,6 +164,37 @@ def test_cached_features_of_other_layers_are_refused(setup, tmp_path):
     with pytest.raises(GumihoError, match="features of layers"):  # plain shards hold no features at all
         train(cfg_for(data, tmp_path / "o2", max_steps=1, features="cached", drafter_overrides=over),
               target.model, "tiny", {1}, log=lambda m: None)
+
+
+def test_cli_default_is_fused_features_and_init_from_keeps_the_saved_ones():
+    """The recipe ablation's winner is the trainer's default for a new drafter; a
+    continued drafter is left to keep what it reads (see the next test); an explicit
+    --feature-layers always wins."""
+    assert feature_layer_overrides(None, None) == {"feature_layers": "default"}
+    assert feature_layer_overrides(None, "some/drafter") == {}
+    assert feature_layer_overrides("none", None) == {"feature_layers": None}
+    assert feature_layer_overrides("none", "some/drafter") == {"feature_layers": None}
+    assert feature_layer_overrides("2,15,27", None) == {"feature_layers": (2, 15, 27)}
+
+
+@pytest.mark.parametrize("layers", [None, LAYERS])
+def test_init_from_continues_with_the_saved_drafters_layers(setup, tmp_path, layers):
+    """A last-state drafter (as shipped) and a fused one each continue reading what they
+    were trained on when no feature layers are named; naming others is refused."""
+    target, data, cached = setup
+    heads = {"num_attention_heads": 4, "num_key_value_heads": 2}
+    first = tmp_path / "first"
+    train(cfg_for(cached, first, max_steps=1, drafter_overrides=dict(heads, feature_layers=layers)),
+          target.model, "tiny", {1}, log=lambda m: None)
+    summary = train(cfg_for(cached, tmp_path / "next", max_steps=1, init_from=str(first), drafter_overrides=heads),
+                    target.model, "tiny", {1}, log=lambda m: None)
+    assert summary["feature_layers"] == layers and summary["states"] == "cached"
+    assert Drafter.load(str(tmp_path / "next")).cfg.feature_layers == layers
+    other = (1, 3) if layers else LAYERS
+    with pytest.raises(GumihoError, match="does not fit this run.*feature_layers"):
+        train(cfg_for(cached, tmp_path / "bad", max_steps=1, init_from=str(first),
+                      drafter_overrides=dict(heads, feature_layers=other)), target.model, "tiny", {1},
+              log=lambda m: None)
 
 
 def test_cli_refuses_bad_feature_layers(setup, tmp_path, capsys):

@@ -58,10 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--accept-weight", type=float, default=0.0,
                    help="weight of 1 - sum(min(p, q)): one minus the probability that speculative sampling accepts "
                         "a token drawn from the drafter (the total variation distance to the target)")
-    p.add_argument("--feature-layers", default="none", metavar="none|default|L1,L2,...",
-                   help="target layers whose hidden states the drafter reads, fused (EAGLE-3); 'default': layers 2, "
-                        "N/2 and N-3 of N; numbers count as transformers' hidden_states (0 = embeddings, N = the "
-                        "final-norm state); none: the final-norm state alone")
+    p.add_argument("--feature-layers", default=None, metavar="default|none|L1,L2,...",
+                   help="target layers whose hidden states the drafter reads, fused (EAGLE-3). default (unless "
+                        "--init-from, which keeps the saved drafter's layers): layers 2, N/2 and N-3 of N, the "
+                        "recipe that won the recipe ablation (BENCHMARKS.md); numbers count as transformers' "
+                        "hidden_states (0 = embeddings, N = the final-norm state); none: the final-norm state "
+                        "alone, as the official checkpoints and the shipped drafters read")
     p.add_argument("--features", default="auto", choices=["auto", "cached", "on-the-fly"],
                    help="where the target's states come from: the shards' cache, or a target forward inside every "
                         "training step over the shards' token ids (text-only data works); auto: cached when the "
@@ -84,11 +86,23 @@ def parse_feature_layers(text: str):
     """``default`` or comma-separated layer numbers, as --feature-layers takes them."""
     if text.strip() == "default":
         return "default"
+    if text.strip() == "none":
+        return None
     try:
         return tuple(int(x) for x in text.split(","))
     except ValueError:
         raise GumihoError(f"--feature-layers takes 'none', 'default' or layer numbers such as 2,15,27; got {text!r}") \
             from None
+
+
+def feature_layer_overrides(text, init_from) -> dict:
+    """The drafter's feature layers as --feature-layers and --init-from decide them.
+    Unset: fused features for a new drafter (the recipe ablation's winner); a continued
+    drafter keeps the layers it was trained with (the trainer reads them from its
+    config), so the shipped last-state drafters continue as they are."""
+    if text is not None:
+        return {"feature_layers": parse_feature_layers(text)}
+    return {} if init_from else {"feature_layers": "default"}
 
 
 def main(argv=None) -> int:
@@ -108,9 +122,7 @@ def main(argv=None) -> int:
         negative = [f"{name} {w}" for name, w in weights.items() if w < 0]
         if negative:
             raise GumihoError(f"loss weights cannot be negative: {', '.join(negative)}")
-        overrides = {}
-        if args.feature_layers != "none":
-            overrides["feature_layers"] = parse_feature_layers(args.feature_layers)
+        overrides = feature_layer_overrides(args.feature_layers, args.init_from)
 
         # Under torchrun / accelerate launch every process runs this; one speaks.
         speak = launched_processes()[0] == 0

@@ -256,6 +256,17 @@ def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device, sum
             "tau_estimate": 1 + sum(uncond), "conditional_check": conditional_acceptance(uncond)}
 
 
+def saved_feature_layers(folder: str):
+    """The target layers a saved drafter reads (None: the last state), from its
+    config.json; a folder that is no drafter is left for initial_drafter to refuse."""
+    try:
+        with open(os.path.join(folder, "config.json")) as f:
+            layers = json.load(f).get("feature_layers")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return tuple(layers) if isinstance(layers, list) else layers
+
+
 def initial_drafter(folder: str, expected: DrafterConfig) -> Drafter:
     """A saved drafter to continue training from, in float32, refused with a clear
     message when it is not a drafter of the same kind for the same target shape."""
@@ -312,10 +323,16 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         log = lambda message: None  # noqa: E731 -- one process speaks for all
     torch.manual_seed(cfg.seed)
     started = time.time()
-    dcfg = DrafterConfig.for_target(target_model.config, cfg.kind, target=target_name, **cfg.drafter_overrides)
+    overrides = dict(cfg.drafter_overrides)
+    if cfg.init_from and "feature_layers" not in overrides:
+        # A continued drafter reads what it was trained to read, unless told otherwise.
+        overrides["feature_layers"] = saved_feature_layers(cfg.init_from)
+    dcfg = DrafterConfig.for_target(target_model.config, cfg.kind, target=target_name, **overrides)
     seqs, on_the_fly = states_source(cfg, dcfg.feature_layers)
     log(f"{len(seqs)} sequences loaded in {time.time() - started:.1f} s; target states "
         + ("computed on the fly" if on_the_fly else "read from the shards")
+        + (" (the shards do not hold them; `python -m gumiho.train.features` caches them once, and cached "
+           "states train about twice as fast)" if on_the_fly and cfg.features == "auto" else "")
         + (f"; fused features of layers {list(dcfg.feature_layers)}" if dcfg.feature_layers else ""))
     train_seqs, eval_seqs = tdata.split(seqs, cfg.eval_fraction, cfg.seed)
     hidden_size = dcfg.hidden_size if on_the_fly else seqs[0].hidden.shape[-1]

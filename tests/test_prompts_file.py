@@ -172,3 +172,24 @@ def test_every_shipped_prompt_file_reads():
         assert convs and all(c.user_turns and all(t.strip() for t in c.user_turns) for c in convs)
     mt = read_prompts(ROOT / "benchmarks/prompts/mt_bench.jsonl")
     assert isinstance(mt[0].id, int) and mt[0].source == "writing" and len(mt[0].user_turns) == 2
+
+
+def test_probe_sets_read_and_keep_apart_from_the_six_sets():
+    """The probe sets (translation, passage-grounded answers, summaries) read as bench
+    prompts, with ids of their own, and share no 8-word run with a benchmark prompt or
+    a corpus prompt: they judge drafters on kinds of request nothing here trains on."""
+    probes = {f.stem: read_prompts(f) for f in sorted((ROOT / "benchmarks/probe").glob("*.jsonl"))}
+    assert set(probes) == {"translation", "passage", "summary"}
+    ids = [c.id for convs in probes.values() for c in convs]
+    assert len(ids) == len(set(ids)) == 36
+    assert all(c.source == name for name, convs in probes.items() for c in convs)
+
+    def runs(text):
+        words = text.lower().split()
+        return {tuple(words[i:i + 8]) for i in range(len(words) - 7)}
+    others = set()
+    for f in sorted((ROOT / "benchmarks/prompts").glob("*.jsonl")) + sorted((ROOT / "corpus/prompts").glob("*.jsonl")):
+        for c in read_prompts(f):
+            others |= runs(" ".join(c.user_turns))
+    shared = [c.id for convs in probes.values() for c in convs if runs(c.user_turns[0]) & others]
+    assert shared == []

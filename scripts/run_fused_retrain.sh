@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The four drafter kinds trained from scratch with the fused recipe (fused target
+# features, layers 2, 15, 27, with the paper's loss: the recipe ablation's winner) at the
+# shipped drafters' budget, about 4.8M tokens seen (2,970 steps of 2,048 padded tokens),
+# then each checked against the shipped drafter of its kind. Every part resumes where it
+# stopped (finished shards and training checkpoints are kept): rerun the same command.
+#
+#   PART=data     prompts -> the target's own answers -> the fused-feature cache (data/feat-4x;
+#                 the data of the recipe ablation: 2,594 answers, 506,243 tokens)
+#   PART=train    the four kinds, one after another (ARMS, default all four; about 1 h gumiho,
+#                 0.5 h parallel, 1.4 h eagle, 2.3 h serial on 2 cores)
+#   PART=check    per prompt set, the shipped drafter and the new one of KIND (default gumiho),
+#                 each in its own bench run with vanilla interleaved (speedups measured in that
+#                 run), on the six sets and the probe sets (benchmarks/probe), 20 prompts each,
+#                 CPU tree, plus MT-Bench with the paper's tree; then the paired tau comparison
+#                 (scripts/compare_records.py). Run it alone on the machine: it times decoding.
+#   PART=all      data, train (default)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python}
+PART=${PART:-all}
+OUT=${OUT:-runs/kinds-ship}
+STEPS=${STEPS:-2970}
+ARMS=${ARMS:-fused fused-parallel fused-eagle fused-serial}
+KIND=${KIND:-gumiho}
+LIMIT=${LIMIT:-20}
+export OMP_WAIT_POLICY=PASSIVE
+DISTILL=(--batch-size 64 --shard-size 128 --max-new-tokens 192 --write-dtype bfloat16)
+
+if [[ $PART == all || $PART == data ]]; then
+  mkdir -p data
+  [[ -f data/prompts-t7.jsonl ]] || "$PY" -m gumiho.train.prompts --out data/prompts-t7.jsonl --n 2000 --seed 7 \
+      --mix tasks=0.6,math=0.15,code=0.15,instruct=0.1
+  tail -n +897 data/prompts-t7.jsonl > data/prompts-t7b.jsonl
+  "$PY" -m gumiho.train.distill --prompts data/prompts-t7.jsonl --out data/distill-t7 --limit 896 "${DISTILL[@]}"
+  "$PY" -m gumiho.train.distill --prompts data/prompts-t7b.jsonl --out data/distill-t7b "${DISTILL[@]}"
+  "$PY" -m gumiho.train.distill --prompts corpus/prompts/instructions.jsonl --out data/distill-instructions \
+      "${DISTILL[@]}"
+  [[ -d data/feat-4x ]] || "$PY" -m gumiho.train.features --data data/distill-t7,data/distill-t7b,data/distill-instructions \
+      --out data/feat-4x --layers default
+fi
+
+if [[ $PART == all || $PART == train ]]; then
+  for arm in $ARMS; do
+    "$PY" scripts/recipe_ablation.py train --data data/feat-4x --out "$OUT" --max-steps "$STEPS" --arms "$arm"
+  done
+fi
+
+if [[ $PART == check ]]; then
+  declare -A ARM_OF=([gumiho]=fused [parallel]=fused-parallel [eagle]=fused-eagle [serial]=fused-serial)
+  declare -A FLAG_OF=([gumiho]=--drafter [parallel]=--parallel-drafter [eagle]=--eagle-drafter [serial]=--serial-drafter)
+  new="$OUT/${ARM_OF[$KIND]}"
+  shipped="assets/drafters/smollm2-135m-$KIND"
+  check="$OUT/check-$KIND"
+  mkdir -p "$check/shipped" "$check/new" "$check/shipped-paper-tree" "$check/new-paper-tree"
+  bench() {  # PROMPTS RECORD DRAFTER [TREE OPTIONS...]
+    local prompts=$1 record=$2 drafter=$3
+    shift 3
+    [[ -f $record ]] || "$PY" -m gumiho.bench --prompts "$prompts" --limit "$LIMIT" --max-new-tokens 64 \
+        --methods "vanilla,$KIND" "${FLAG_OF[$KIND]}" "$drafter" "$@" --out "$record" --no-progress
+  }
+  for prompts in benchmarks/prompts/{mt_bench,humaneval,gsm8k,alpaca,qa,sum}.jsonl benchmarks/probe/*.jsonl; do
+    name=$(basename "$prompts" .jsonl)
+    for who in shipped new; do  # the two drafters one after the other, set by set
+      drafter=$shipped
+      [[ $who == new ]] && drafter=$new
+      bench "$prompts" "$check/$who/$name.json" "$drafter"
+    done
+  done
+  PAPER_TREE=(--total-tokens 63 --depth 7 --top-k 10 --mlp-top-k 5 --mlp-keep 35 --full-tree-tokens 8)
+  bench benchmarks/prompts/mt_bench.jsonl "$check/shipped-paper-tree/mt_bench.json" "$shipped" "${PAPER_TREE[@]}"
+  bench benchmarks/prompts/mt_bench.jsonl "$check/new-paper-tree/mt_bench.json" "$new" "${PAPER_TREE[@]}"
+  "$PY" scripts/compare_records.py --old "$check/shipped" --new "$check/new" --methods "$KIND"
+  for who in shipped new; do
+    echo "speedup over vanilla, $who $KIND drafter:"
+    "$PY" scripts/compare_drafters.py --speedup --method "$KIND" "$check/$who"/*.json
+  done
+  "$PY" scripts/compare_records.py --old "$check/shipped-paper-tree" --new "$check/new-paper-tree" --methods "$KIND"
+fi

@@ -335,6 +335,20 @@ def test_build_prompts_is_seeded_mixed_and_unique():
     assert len({r["source"] for r in a[:20]}) > 1
 
 
+def test_translate_source_asks_for_a_language_over_a_passage():
+    """The translate source: a passage of one to three sentences of an article, and a
+    target language, in seeded, distinct prompts."""
+    from gumiho.train import prompts as prompts_mod
+    a = build_prompts(60, seed=2, mix={"translate": 1}, articles=ARTICLES)
+    assert a == build_prompts(60, seed=2, mix={"translate": 1}, articles=ARTICLES)
+    assert {r["source"] for r in a} == {"translate"} and len({r["prompt"] for r in a}) == 60
+    for r in a:
+        assert sum(lang in r["prompt"] for lang in prompts_mod.TRANSLATE_LANGUAGES) == 1
+        assert "is a thing." in r["prompt"] or "has property" in r["prompt"]  # the article's sentences
+        assert "{" not in r["prompt"]
+    assert len({lang for r in a for lang in prompts_mod.TRANSLATE_LANGUAGES if lang in r["prompt"]}) >= 4
+
+
 def test_text_data_skip_gives_the_next_paragraphs_with_the_same_questions(monkeypatch):
     """`textdata --skip N` continues a data set made with `--limit N`: no paragraph
     in common, and each paragraph keeps the question it gets in one long run."""

@@ -7,6 +7,12 @@
 #
 #   PART=data     prompts -> the target's own answers -> the fused-feature cache (data/feat-4x;
 #                 the data of the recipe ablation: 2,594 answers, 506,243 tokens)
+#   PART=more-data  more answers, of the kinds the drafters do worst on (translation, passages,
+#                 summaries): a template set that leaves out every earlier prompt, with the
+#                 translate source (data/prompts-t8.jsonl, 4,000 prompts), and the InstructLab
+#                 taxonomy questions of at most 600 characters (the first TAX_LIMIT), then their
+#                 fused-feature caches (data/feat-t8, data/feat-taxonomy); train on them with
+#                 DATA=data/feat-4x,data/feat-t8,data/feat-taxonomy
 #   PART=train    the four kinds, one after another (ARMS, default all four; about 1 h gumiho,
 #                 0.5 h parallel, 1.4 h eagle, 2.3 h serial on 2 cores)
 #   PART=check    per prompt set, the shipped drafter and the new one of KIND (default gumiho),
@@ -23,6 +29,8 @@ OUT=${OUT:-runs/kinds-ship}
 STEPS=${STEPS:-2970}
 ARMS=${ARMS:-fused fused-parallel fused-eagle fused-serial}
 KIND=${KIND:-gumiho}
+DATA=${DATA:-data/feat-4x}
+TAX_LIMIT=${TAX_LIMIT:-1536}
 LIMIT=${LIMIT:-20}
 export OMP_WAIT_POLICY=PASSIVE
 DISTILL=(--batch-size 64 --shard-size 128 --max-new-tokens 192 --write-dtype bfloat16)
@@ -36,13 +44,26 @@ if [[ $PART == all || $PART == data ]]; then
   "$PY" -m gumiho.train.distill --prompts data/prompts-t7b.jsonl --out data/distill-t7b "${DISTILL[@]}"
   "$PY" -m gumiho.train.distill --prompts corpus/prompts/instructions.jsonl --out data/distill-instructions \
       "${DISTILL[@]}"
-  [[ -d data/feat-4x ]] || "$PY" -m gumiho.train.features --data data/distill-t7,data/distill-t7b,data/distill-instructions \
+  "$PY" -m gumiho.train.features --data data/distill-t7,data/distill-t7b,data/distill-instructions \
       --out data/feat-4x --layers default
+fi
+
+if [[ $PART == more-data ]]; then
+  [[ -f data/prompts-t8.jsonl ]] || "$PY" -m gumiho.train.prompts --out data/prompts-t8.jsonl --n 4000 --seed 8 \
+      --mix tasks=0.3,wiki=0.25,translate=0.2,math=0.1,code=0.1,instruct=0.05 --exclude data/prompts-t7.jsonl
+  "$PY" -c 'import json, sys; sys.stdout.writelines(l for l in open("corpus/prompts/taxonomy.jsonl")
+                                                   if len(json.loads(l)["prompt"]) <= 600)' > data/prompts-tax-short.jsonl
+  "$PY" -m gumiho.train.distill --prompts data/prompts-t8.jsonl --out data/distill-t8 "${DISTILL[@]}"
+  "$PY" -m gumiho.train.distill --prompts data/prompts-tax-short.jsonl --out data/distill-taxonomy \
+      --limit "$TAX_LIMIT" "${DISTILL[@]}"
+  for d in t8 taxonomy; do
+    "$PY" -m gumiho.train.features --data "data/distill-$d" --out "data/feat-$d" --layers default
+  done
 fi
 
 if [[ $PART == all || $PART == train ]]; then
   for arm in $ARMS; do
-    "$PY" scripts/recipe_ablation.py train --data data/feat-4x --out "$OUT" --max-steps "$STEPS" --arms "$arm"
+    "$PY" scripts/recipe_ablation.py train --data "$DATA" --out "$OUT" --max-steps "$STEPS" --arms "$arm"
   done
 fi
 

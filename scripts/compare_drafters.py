@@ -29,6 +29,7 @@ noise of each prompt's run, not another machine or another day.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sys
@@ -168,12 +169,16 @@ def main(argv=None):
         ap.error(f"no such file: {', '.join(missing)}")
     against = (tuple(a.strip() for a in args.against.split(",") if a.strip()) if args.against is not None
                else default_against(args.records, args.method))
+    if args.speedup:
+        # Speedups need no second drafter: by default, those of `against` every record ran.
+        if args.against is None:
+            held = [set(json.loads(Path(p).read_text())["methods"]) for p in args.records]
+            against = tuple(m for m in against if all(m in h for h in held))
+        print(speedups(args.records, tuple(dict.fromkeys((args.method, *against))), args.resamples))
+        return
     if not against or args.method in against:
         ap.error("--against must name at least one method other than --method")
-    if args.speedup:
-        print(speedups(args.records, (args.method, *against), args.resamples))
-    else:
-        print(compare(args.records, args.method, against, args.resamples))
+    print(compare(args.records, args.method, against, args.resamples))
 
 
 if __name__ == "__main__":

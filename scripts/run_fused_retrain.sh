@@ -32,8 +32,11 @@ KIND=${KIND:-gumiho}
 DATA=${DATA:-data/feat-4x}
 TAX_LIMIT=${TAX_LIMIT:-1536}
 LIMIT=${LIMIT:-20}
-export OMP_WAIT_POLICY=PASSIVE
 DISTILL=(--batch-size 64 --shard-size 128 --max-new-tokens 192 --write-dtype bfloat16)
+
+# Distillation and training share the cores with nothing else: OpenMP threads may sleep
+# between parallel regions. The check times decoding, whose many small steps that would slow.
+[[ $PART == check ]] || export OMP_WAIT_POLICY=PASSIVE
 
 if [[ $PART == all || $PART == data ]]; then
   mkdir -p data

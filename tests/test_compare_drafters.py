@@ -83,6 +83,18 @@ def test_speedup_interval_brackets_the_ratio_of_summed_wall_times(tmp_path):
         compare.speedups([tmp_path / "gsm8k.json"])
 
 
+def test_speedup_of_a_record_with_vanilla_and_one_drafter(tmp_path, capsys):
+    """A timed run of vanilla and Gumiho alone (as a retrained drafter's check runs it)
+    gives Gumiho's speedup; the ablations it did not run are not asked for."""
+    compare = load_script("compare_drafters")
+    per_prompt = [{"methods": {"vanilla": {"wall_s": 3.0}, "gumiho": {"wall_s": 2.0}}} for _ in range(10)]
+    path = tmp_path / "mt_bench.json"
+    path.write_text(json.dumps({"methods": {"vanilla": {}, "gumiho": {}}, "per_prompt": per_prompt}))
+    compare.main(["--speedup", str(path)])
+    out = capsys.readouterr().out
+    assert "| MT-Bench | 10 | 1.50x (1.50x to 1.50x) |" in out and "serial" not in out
+
+
 def test_sampled_runs_of_other_lengths_get_a_throughput_speedup(tmp_path, capsys):
     """At temperature > 0 the methods write different numbers of tokens on a prompt;
     the speedup is then tokens/s over tokens/s (not wall over wall), and the output says so."""

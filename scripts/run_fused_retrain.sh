@@ -9,7 +9,8 @@
 #                 the data of the recipe ablation: 2,594 answers, 506,243 tokens)
 #   PART=more-data  more answers, of the kinds the drafters do worst on (translation, passages,
 #                 summaries): a template set that leaves out every earlier prompt, with the
-#                 translate source (data/prompts-t8.jsonl, 4,000 prompts), and the InstructLab
+#                 translate source (data/prompts-t8.jsonl: 3,698 prompts, the 302 of
+#                 4,000 already in prompts-t7 left out), and the InstructLab
 #                 taxonomy questions of at most 600 characters (the first TAX_LIMIT), then their
 #                 fused-feature caches (data/feat-t8, data/feat-taxonomy); train on them with
 #                 DATA=data/feat-4x,data/feat-t8,data/feat-taxonomy

@@ -21,21 +21,27 @@ PY=${PY:-python}
 PART=${PART:-all}
 TAX_LIMIT=${TAX_LIMIT:-1536}
 THREADS=${THREADS:-2}
+SETS=${SETS:-t7 instructions taxonomy}   # which of the three sources to distil and cache
 export OMP_WAIT_POLICY=PASSIVE
 mkdir -p data
 DISTILL=(--batch-size 64 --shard-size 128 --max-new-tokens 192 --threads "$THREADS" --write-dtype bfloat16)
-if [[ $PART == all || $PART == distill ]]; then
+wanted() { [[ " $SETS " == *" $1 "* ]]; }
+if [[ $PART == all || $PART == distill ]] && wanted t7; then
   [[ -f data/prompts-t7.jsonl ]] || "$PY" -m gumiho.train.prompts --out data/prompts-t7.jsonl --n 2000 --seed 7 \
       --mix tasks=0.6,math=0.15,code=0.15,instruct=0.1
   "$PY" -m gumiho.train.distill --prompts data/prompts-t7.jsonl --out data/distill-t7 "${DISTILL[@]}"
+fi
+if [[ $PART == all || $PART == distill ]] && wanted instructions; then
   "$PY" -m gumiho.train.distill --prompts corpus/prompts/instructions.jsonl --out data/distill-instructions "${DISTILL[@]}"
+fi
+if [[ $PART == all || $PART == distill ]] && wanted taxonomy; then
   "$PY" -c 'import json, sys; sys.stdout.writelines(l for l in open("corpus/prompts/taxonomy.jsonl")
                                                    if len(json.loads(l)["prompt"]) <= 600)' > data/prompts-tax-short.jsonl
   "$PY" -m gumiho.train.distill --prompts data/prompts-tax-short.jsonl --out data/distill-taxonomy \
       --limit "$TAX_LIMIT" "${DISTILL[@]}"
 fi
 if [[ $PART == all || $PART == features ]]; then
-  for d in t7 instructions taxonomy; do
+  for d in $SETS; do
     "$PY" -m gumiho.train.features --data "data/distill-$d" --out "data/features-$d" --layers default \
         --threads "$THREADS"
   done

@@ -29,7 +29,6 @@ noise of each prompt's run, not another machine or another day.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -46,12 +45,16 @@ DEFAULT_AGAINST = ("serial", "parallel")
 OPTIONAL_AGAINST = ("eagle",)
 
 
-def default_against(paths, method: str = "gumiho") -> tuple:
+def default_against(paths, method: str = "gumiho", held_only: bool = False) -> tuple:
     """DEFAULT_AGAINST, plus those of OPTIONAL_AGAINST that every record of ``paths``
-    holds, less ``method`` itself."""
+    holds, less ``method`` itself. ``held_only``: DEFAULT_AGAINST too only where every
+    record holds it (a speedup needs no second drafter)."""
     records = [rec for _, _, rec in load(paths)]
-    extra = tuple(m for m in OPTIONAL_AGAINST if records and all(m in rec["methods"] for rec in records))
-    return tuple(m for m in DEFAULT_AGAINST + extra if m != method)
+
+    def held(m):
+        return records and all(m in rec["methods"] for rec in records)
+    wanted = tuple(m for m in DEFAULT_AGAINST if not held_only or held(m)) + tuple(filter(held, OPTIONAL_AGAINST))
+    return tuple(m for m in wanted if m != method)
 
 
 def paired_counts(record: dict, a: str, b: str) -> list[tuple[int, int, int, int]]:
@@ -168,12 +171,8 @@ def main(argv=None):
     if missing:
         ap.error(f"no such file: {', '.join(missing)}")
     against = (tuple(a.strip() for a in args.against.split(",") if a.strip()) if args.against is not None
-               else default_against(args.records, args.method))
+               else default_against(args.records, args.method, held_only=args.speedup))
     if args.speedup:
-        # Speedups need no second drafter: by default, those of `against` every record ran.
-        if args.against is None:
-            held = [set(json.loads(Path(p).read_text())["methods"]) for p in args.records]
-            against = tuple(m for m in against if all(m in h for h in held))
         print(speedups(args.records, tuple(dict.fromkeys((args.method, *against))), args.resamples))
         return
     if not against or args.method in against:

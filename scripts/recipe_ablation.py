@@ -34,6 +34,12 @@ differences and, with --speedup, each kind's speedup:
         --arms fused,fused-eagle,fused-serial,fused-parallel
     python scripts/recipe_ablation.py kinds --out runs/kinds --limit 20
     python scripts/compare_drafters.py runs/kinds/kinds/*.json
+
+``check`` puts one kind's arm against the drafter it would replace (by default the shipped
+one), on the six sets and the probe sets, and prints the paired tau comparison and both
+speedups:
+
+    python scripts/recipe_ablation.py check --out runs/kinds --kind gumiho --limit 20
 """
 from __future__ import annotations
 
@@ -47,26 +53,24 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchmark_report import SET_NAMES  # noqa: E402  (the six sets, in table order)
-from compare_drafters import tau_difference  # noqa: E402
-from compare_records import per_prompt  # noqa: E402
+from compare_drafters import speedups, tau_difference  # noqa: E402
+from compare_records import compare as compare_records, per_prompt  # noqa: E402
 from gumiho.bench import DRAFTER_FLAGS  # noqa: E402  (each kind's method and its drafter option)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = {
-    # Every arm names its features: the trainer's default (fused) must not decide an arm.
-    "paper": ["--feature-layers", "none"],
+    "paper": [],
     "fused": ["--feature-layers", "default"],
-    "ce": ["--reg-weight", "0", "--ce-weight", "1", "--feature-layers", "none"],
+    "ce": ["--reg-weight", "0", "--ce-weight", "1"],
     "fused-ce": ["--feature-layers", "default", "--reg-weight", "0", "--ce-weight", "1"],
-    "ce-top1": ["--reg-weight", "0", "--ce-weight", "1", "--top1-weight", "0.5", "--feature-layers", "none"],
-    "ce-topk": ["--reg-weight", "0", "--ce-weight", "1", "--topk-weight", "1", "--topk", "10",
-                "--feature-layers", "none"],
-    "ce-accept": ["--reg-weight", "0", "--ce-weight", "1", "--accept-weight", "1", "--feature-layers", "none"],
-    "eagle": ["--kind", "eagle", "--feature-layers", "none"],
-    "eagle-ce": ["--kind", "eagle", "--reg-weight", "0", "--ce-weight", "1", "--feature-layers", "none"],
+    "ce-top1": ["--reg-weight", "0", "--ce-weight", "1", "--top1-weight", "0.5"],
+    "ce-topk": ["--reg-weight", "0", "--ce-weight", "1", "--topk-weight", "1", "--topk", "10"],
+    "ce-accept": ["--reg-weight", "0", "--ce-weight", "1", "--accept-weight", "1"],
+    "eagle": ["--kind", "eagle"],
+    "eagle-ce": ["--kind", "eagle", "--reg-weight", "0", "--ce-weight", "1"],
     # The other kinds with one recipe, for the comparison of kinds (``kinds``).
-    "serial": ["--kind", "serial", "--feature-layers", "none"],
-    "parallel": ["--kind", "parallel", "--feature-layers", "none"],
+    "serial": ["--kind", "serial"],
+    "parallel": ["--kind", "parallel"],
     "fused-serial": ["--kind", "serial", "--feature-layers", "default"],
     "fused-parallel": ["--kind", "parallel", "--feature-layers", "default"],
     "fused-eagle": ["--kind", "eagle", "--feature-layers", "default"],
@@ -111,11 +115,14 @@ def kind_arms(text: str) -> dict[str, str]:
 def train(args) -> None:
     for arm in arm_list(args.arms):
         kind = [] if "--kind" in ARMS[arm] else ["--kind", "gumiho"]
+        # An arm that names no layers reads the last state: the trainer's default (fused)
+        # must not decide an arm.
+        layers = [] if "--feature-layers" in ARMS[arm] else ["--feature-layers", "none"]
         cmd = [sys.executable, "-m", "gumiho.train", *kind, "--data", args.data,
                "--out", str(Path(args.out) / arm), "--max-steps", str(args.max_steps), "--epochs", "100",
                "--batch-tokens", str(args.batch_tokens), "--lr", str(args.lr), "--warmup-steps", "20",
                "--draft-vocab", "8192", "--checkpoint-every", "50", "--eval-fraction", "0.05",
-               "--seed", str(args.seed), "--features", args.features, *ARMS[arm]]
+               "--seed", str(args.seed), "--features", args.features, *layers, *ARMS[arm]]
         print("+", " ".join(cmd[1:]), flush=True)
         subprocess.run(cmd, check=True, cwd=ROOT)
 
@@ -150,6 +157,40 @@ def kinds(args) -> None:
                "--out", str(out / f"{name}.json"), "--no-progress"]
         print("+", " ".join(cmd[1:]), flush=True)
         subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+def check(args) -> None:
+    """One kind's trained arm against the drafter it would replace (``--shipped``): per
+    prompt set (the six and the probe sets), one bench run with vanilla for each of the
+    two, so each speedup is measured in its own interleaved run, then MT-Bench with the
+    paper's tree; records under OUT/check-KIND/{shipped,new}[-paper-tree]/SET.json (a
+    record already there is kept, so a rerun continues). Prints the paired tau
+    comparison (scripts/compare_records.py) and both drafters' speedups."""
+    arm = kind_arms(args.kinds).get(args.kind)
+    if arm is None:
+        raise SystemExit(f"--kinds names no arm for kind {args.kind}")
+    drafters = {"shipped": args.shipped.format(kind=args.kind), "new": str(Path(args.out) / arm)}
+    root = Path(args.out) / f"check-{args.kind}"
+    sets = ([ROOT / "benchmarks/prompts" / f"{n}.jsonl" for n in SET_NAMES]
+            + sorted((ROOT / "benchmarks/probe").glob("*.jsonl")))
+    mt_bench = [ROOT / "benchmarks/prompts/mt_bench.jsonl"]
+    for tree, files, suffix in (("cpu", sets, ""), ("paper", mt_bench, "-paper-tree")):
+        for prompts in files:
+            for who, drafter in drafters.items():  # the two drafters one after the other, set by set
+                record = root / f"{who}{suffix}" / f"{prompts.stem}.json"
+                if record.exists():
+                    continue
+                record.parent.mkdir(parents=True, exist_ok=True)
+                cmd = [sys.executable, "-m", "gumiho.bench", "--prompts", str(prompts.relative_to(ROOT)),
+                       "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens),
+                       "--methods", f"vanilla,{args.kind}", DRAFTER_FLAGS[args.kind], drafter, *TREES[tree],
+                       "--out", str(record), "--no-progress"]
+                print("+", " ".join(cmd[1:]), flush=True)
+                subprocess.run(cmd, check=True, cwd=ROOT)
+        print(compare_records(root / f"shipped{suffix}", root / f"new{suffix}", [args.kind]))
+    for who in drafters:
+        print(f"speedup over vanilla, {who} {args.kind} drafter:")
+        print(speedups(sorted((root / who).glob("*.json")), (args.kind,)))
 
 
 def drafted_method(record: dict) -> str:
@@ -201,7 +242,7 @@ def report(args) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("train", "bench", "report", "kinds"):
+    for name in ("train", "bench", "report", "kinds", "check"):
         s = sub.add_parser(name)
         s.add_argument("--out", required=True)
         s.add_argument("--arms", default=DEFAULT_ARMS)
@@ -216,6 +257,11 @@ def main(argv=None) -> int:
             s.add_argument("--features", default="cached", choices=["cached", "on-the-fly"],
                            help="where the target's states come from (gumiho.train --features); on-the-fly needs "
                                 "no feature cache for the fused arms")
+        elif name == "check":
+            s.add_argument("--kind", default="gumiho", choices=list(DRAFTER_FLAGS))
+            s.add_argument("--kinds", default=DEFAULT_KINDS, help="kind=arm pairs: the arm checked for --kind")
+            s.add_argument("--shipped", default="assets/drafters/smollm2-135m-{kind}",
+                           help="the drafter the arm is checked against ({kind}: --kind)")
         elif name == "kinds":
             s.add_argument("--kinds", default=DEFAULT_KINDS, help="kind=arm pairs: which trained arm drafts for "
                            "each kind's method")
@@ -228,7 +274,7 @@ def main(argv=None) -> int:
             s.add_argument("--baseline", default="paper", help="the arm every other arm is compared with")
         if name == "bench":
             s.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
-        if name in ("bench", "kinds"):
+        if name in ("bench", "kinds", "check"):
             s.add_argument("--limit", type=int, default=20)
             s.add_argument("--max-new-tokens", type=int, default=64)
     args = p.parse_args(argv)
@@ -238,6 +284,8 @@ def main(argv=None) -> int:
         bench(args)
     elif args.cmd == "kinds":
         kinds(args)
+    elif args.cmd == "check":
+        check(args)
     else:
         print(report(args))
     return 0

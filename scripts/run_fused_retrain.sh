@@ -12,15 +12,15 @@
 #                 translate source (data/prompts-t8.jsonl: 3,698 prompts, the 302 of
 #                 4,000 already in prompts-t7 left out), and the InstructLab
 #                 taxonomy questions of at most 600 characters (the first TAX_LIMIT), then their
-#                 fused-feature caches (data/feat-t8, data/feat-taxonomy); train on them with
-#                 DATA=data/feat-4x,data/feat-t8,data/feat-taxonomy
+#                 fused-feature caches (data/feat-t8; data/features-taxonomy, made by
+#                 scripts/build_recipe_data.sh); train on them with
+#                 DATA=data/feat-4x,data/feat-t8,data/features-taxonomy
 #   PART=train    the four kinds, one after another (ARMS, default all four; about 1 h gumiho,
 #                 0.5 h parallel, 1.4 h eagle, 2.3 h serial on 2 cores)
-#   PART=check    per prompt set, the shipped drafter and the new one of KIND (default gumiho),
-#                 each in its own bench run with vanilla interleaved (speedups measured in that
-#                 run), on the six sets and the probe sets (benchmarks/probe), 20 prompts each,
-#                 CPU tree, plus MT-Bench with the paper's tree; then the paired tau comparison
-#                 (scripts/compare_records.py). Run it alone on the machine: it times decoding.
+#   PART=check    the new drafter of KIND (default gumiho) against the shipped one
+#                 (`scripts/recipe_ablation.py check`: the six sets and the probe sets, LIMIT
+#                 prompts each, CPU tree, and MT-Bench with the paper's tree; paired taus and
+#                 each drafter's speedup). Run it alone on the machine: it times decoding.
 #   PART=all      data, train (default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,14 +55,9 @@ fi
 if [[ $PART == more-data ]]; then
   [[ -f data/prompts-t8.jsonl ]] || "$PY" -m gumiho.train.prompts --out data/prompts-t8.jsonl --n 4000 --seed 8 \
       --mix tasks=0.3,wiki=0.25,translate=0.2,math=0.1,code=0.1,instruct=0.05 --exclude data/prompts-t7.jsonl
-  "$PY" -c 'import json, sys; sys.stdout.writelines(l for l in open("corpus/prompts/taxonomy.jsonl")
-                                                   if len(json.loads(l)["prompt"]) <= 600)' > data/prompts-tax-short.jsonl
   "$PY" -m gumiho.train.distill --prompts data/prompts-t8.jsonl --out data/distill-t8 "${DISTILL[@]}"
-  "$PY" -m gumiho.train.distill --prompts data/prompts-tax-short.jsonl --out data/distill-taxonomy \
-      --limit "$TAX_LIMIT" "${DISTILL[@]}"
-  for d in t8 taxonomy; do
-    "$PY" -m gumiho.train.features --data "data/distill-$d" --out "data/feat-$d" --layers default
-  done
+  "$PY" -m gumiho.train.features --data data/distill-t8 --out data/feat-t8 --layers default
+  SETS=taxonomy TAX_LIMIT="$TAX_LIMIT" PY="$PY" bash scripts/build_recipe_data.sh   # -> data/features-taxonomy
 fi
 
 if [[ $PART == all || $PART == train ]]; then
@@ -72,33 +67,5 @@ if [[ $PART == all || $PART == train ]]; then
 fi
 
 if [[ $PART == check ]]; then
-  declare -A ARM_OF=([gumiho]=fused [parallel]=fused-parallel [eagle]=fused-eagle [serial]=fused-serial)
-  declare -A FLAG_OF=([gumiho]=--drafter [parallel]=--parallel-drafter [eagle]=--eagle-drafter [serial]=--serial-drafter)
-  new="$OUT/${ARM_OF[$KIND]}"
-  shipped="assets/drafters/smollm2-135m-$KIND"
-  check="$OUT/check-$KIND"
-  mkdir -p "$check/shipped" "$check/new" "$check/shipped-paper-tree" "$check/new-paper-tree"
-  bench() {  # PROMPTS RECORD DRAFTER [TREE OPTIONS...]
-    local prompts=$1 record=$2 drafter=$3
-    shift 3
-    [[ -f $record ]] || "$PY" -m gumiho.bench --prompts "$prompts" --limit "$LIMIT" --max-new-tokens 64 \
-        --methods "vanilla,$KIND" "${FLAG_OF[$KIND]}" "$drafter" "$@" --out "$record" --no-progress
-  }
-  for prompts in benchmarks/prompts/{mt_bench,humaneval,gsm8k,alpaca,qa,sum}.jsonl benchmarks/probe/*.jsonl; do
-    name=$(basename "$prompts" .jsonl)
-    for who in shipped new; do  # the two drafters one after the other, set by set
-      drafter=$shipped
-      [[ $who == new ]] && drafter=$new
-      bench "$prompts" "$check/$who/$name.json" "$drafter"
-    done
-  done
-  PAPER_TREE=(--total-tokens 63 --depth 7 --top-k 10 --mlp-top-k 5 --mlp-keep 35 --full-tree-tokens 8)
-  bench benchmarks/prompts/mt_bench.jsonl "$check/shipped-paper-tree/mt_bench.json" "$shipped" "${PAPER_TREE[@]}"
-  bench benchmarks/prompts/mt_bench.jsonl "$check/new-paper-tree/mt_bench.json" "$new" "${PAPER_TREE[@]}"
-  "$PY" scripts/compare_records.py --old "$check/shipped" --new "$check/new" --methods "$KIND"
-  for who in shipped new; do
-    echo "speedup over vanilla, $who $KIND drafter:"
-    "$PY" scripts/compare_drafters.py --speedup --method "$KIND" "$check/$who"/*.json
-  done
-  "$PY" scripts/compare_records.py --old "$check/shipped-paper-tree" --new "$check/new-paper-tree" --methods "$KIND"
+  "$PY" scripts/recipe_ablation.py check --out "$OUT" --kind "$KIND" --limit "$LIMIT"
 fi

@@ -183,13 +183,8 @@ def test_probe_sets_read_and_keep_apart_from_the_six_sets():
     ids = [c.id for convs in probes.values() for c in convs]
     assert len(ids) == len(set(ids)) == 36
     assert all(c.source == name for name, convs in probes.items() for c in convs)
-
-    def runs(text):
-        words = text.lower().split()
-        return {tuple(words[i:i + 8]) for i in range(len(words) - 7)}
-    others = set()
-    for f in sorted((ROOT / "benchmarks/prompts").glob("*.jsonl")) + sorted((ROOT / "corpus/prompts").glob("*.jsonl")):
-        for c in read_prompts(f):
-            others |= runs(" ".join(c.user_turns))
-    shared = [c.id for convs in probes.values() for c in convs if runs(c.user_turns[0]) & others]
+    from gumiho.train.taxonomy import banned_shingles, shingles  # the corpus's 8-word rule
+    others = banned_shingles([str(f) for d in ("benchmarks/prompts", "corpus/prompts")
+                              for f in sorted((ROOT / d).glob("*.jsonl"))])
+    shared = [c.id for convs in probes.values() for c in convs if shingles(c.user_turns[0]) & others]
     assert shared == []

@@ -1,4 +1,6 @@
 """scripts/recipe_ablation.py: the arms' kinds and the comparison of kinds' bench commands."""
+import json
+
 import pytest
 
 from gumiho.bench import build_parser, parse_methods
@@ -40,3 +42,39 @@ def test_kinds_runs_one_interleaved_bench_per_set(monkeypatch, tmp_path):
         assert args.eagle_drafter == str(tmp_path / "fused-eagle")
         assert args.prompts == f"benchmarks/prompts/{name}.jsonl" and args.limit == 3
         assert args.out == str(tmp_path / "kinds" / f"{name}.json")
+
+
+def test_check_runs_each_set_for_both_drafters_and_keeps_finished_records(monkeypatch, tmp_path, capsys):
+    """check: per set (the six and the probe sets), one bench run with vanilla for the
+    shipped drafter and one for the new arm, then MT-Bench with the paper's tree; a record
+    already written is not run again."""
+    ablation = load_script("recipe_ablation")
+    commands = []
+    monkeypatch.setattr(ablation.subprocess, "run", lambda cmd, **kw: commands.append(cmd))
+    kept = tmp_path / "check-serial" / "new" / "qa.json"
+    kept.parent.mkdir(parents=True)
+    kept.write_text(json.dumps({"methods": {"vanilla": {}, "serial": {}}, "per_prompt": [
+        {"methods": {"vanilla": {"wall_s": 2.0}, "serial": {"wall_s": 1.0}}}]}))
+    ablation.main(["check", "--out", str(tmp_path), "--kind", "serial", "--limit", "4"])
+    parsed = [build_parser().parse_args(cmd[3:]) for cmd in commands]
+    assert len(parsed) == 2 * (6 + 3) - 1 + 2
+    assert all(parse_methods(a.methods) == ["vanilla", "serial"] and a.limit == 4 for a in parsed)
+    assert {a.serial_drafter for a in parsed} == {"assets/drafters/smollm2-135m-serial", str(tmp_path / "fused-serial")}
+    outs = {a.out for a in parsed}
+    assert str(kept) not in outs and str(tmp_path / "check-serial" / "shipped" / "qa.json") in outs
+    assert str(tmp_path / "check-serial" / "new" / "translation.json") in outs
+    paper = [a for a in parsed if "paper-tree" in a.out]
+    assert len(paper) == 2 and all(a.total_tokens == 63 and a.prompts.endswith("mt_bench.jsonl") for a in paper)
+    out = capsys.readouterr().out
+    assert "speedup over vanilla, new serial drafter" in out and "| Natural Questions | 1 | 2.00x" in out
+
+
+def test_arms_that_name_no_layers_train_on_the_last_state(monkeypatch, tmp_path):
+    """The trainer's default is fused features; an arm that names no layers must still
+    train on the last state, as the ablation's tables say."""
+    ablation = load_script("recipe_ablation")
+    commands = []
+    monkeypatch.setattr(ablation.subprocess, "run", lambda cmd, **kw: commands.append(cmd))
+    ablation.main(["train", "--data", "d", "--out", str(tmp_path), "--arms", "paper,fused,eagle"])
+    layers = [cmd[cmd.index("--feature-layers") + 1] for cmd in commands]
+    assert layers == ["none", "default", "none"] and all(cmd.count("--feature-layers") == 1 for cmd in commands)

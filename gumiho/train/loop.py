@@ -256,21 +256,9 @@ def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device, sum
             "tau_estimate": 1 + sum(uncond), "conditional_check": conditional_acceptance(uncond)}
 
 
-def saved_feature_layers(folder: str):
-    """The target layers a saved drafter reads (None: the last state), from its
-    config.json; a folder that is no drafter is left for initial_drafter to refuse."""
-    try:
-        with open(os.path.join(folder, "config.json")) as f:
-            layers = json.load(f).get("feature_layers")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return tuple(layers) if isinstance(layers, list) else layers
-
-
-def initial_drafter(folder: str, expected: DrafterConfig) -> Drafter:
-    """A saved drafter to continue training from, in float32, refused with a clear
+def initial_drafter(folder: str, drafter: Drafter, expected: DrafterConfig) -> Drafter:
+    """The saved drafter of ``folder`` to continue training from, refused with a clear
     message when it is not a drafter of the same kind for the same target shape."""
-    drafter = Drafter.load(folder, device="cpu", dtype=torch.float32)
     have = drafter.cfg
     fields = ("kind", "hidden_size", "vocab_size", "serial_positions", "mlp_heads", "num_layers",
               "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "mlp_blocks",
@@ -324,9 +312,10 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
     torch.manual_seed(cfg.seed)
     started = time.time()
     overrides = dict(cfg.drafter_overrides)
-    if cfg.init_from and "feature_layers" not in overrides:
+    saved = Drafter.load(cfg.init_from, device="cpu", dtype=torch.float32) if cfg.init_from else None
+    if saved is not None and "feature_layers" not in overrides:
         # A continued drafter reads what it was trained to read, unless told otherwise.
-        overrides["feature_layers"] = saved_feature_layers(cfg.init_from)
+        overrides["feature_layers"] = saved.cfg.feature_layers
     dcfg = DrafterConfig.for_target(target_model.config, cfg.kind, target=target_name, **overrides)
     seqs, on_the_fly = states_source(cfg, dcfg.feature_layers)
     log(f"{len(seqs)} sequences loaded in {time.time() - started:.1f} s; target states "
@@ -340,7 +329,7 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         raise GumihoError(f"The shards hold hidden states of size {hidden_size} but the target's hidden size is "
                           f"{dcfg.hidden_size}: the data was made with another model.")
     if cfg.init_from:
-        drafter = initial_drafter(cfg.init_from, dcfg)
+        drafter = initial_drafter(cfg.init_from, saved, dcfg)
         # Keep the draft vocabulary the weights were trained with: the heads' outputs
         # were shaped for those tokens, and new data barely moves a frequency list.
         vocab_ids = drafter.draft_vocab_ids.clone()

@@ -40,6 +40,12 @@ one), on the six sets and the probe sets, and prints the paired tau comparison a
 speedups:
 
     python scripts/recipe_ablation.py check --out runs/kinds --kind gumiho --limit 20
+
+``widen`` and ``continued`` continue the shipped Gumiho drafter on new data: ``widen`` widened
+to fused features (layers 2, 15 and 30 of SmolLM2-135M's 30, the last being the state it
+reads now, so it starts as the same drafter: gumiho.train.widen), ``continued`` reading the
+last state as before, the like-for-like control. ``check --check-arms widen,continued``
+checks both against the shipped drafter and prints the paired comparison of the two.
 """
 from __future__ import annotations
 
@@ -74,6 +80,12 @@ ARMS = {
     "fused-serial": ["--kind", "serial", "--feature-layers", "default"],
     "fused-parallel": ["--kind", "parallel", "--feature-layers", "default"],
     "fused-eagle": ["--kind", "eagle", "--feature-layers", "default"],
+    # The shipped Gumiho drafter continued on new data, widened to fused features or not.
+    # Cross-entropy only, as the shipped drafter's last stage trained: a change of loss would
+    # move both arms for a reason of its own.
+    "widen": ["--init-from", "assets/drafters/smollm2-135m-gumiho", "--feature-layers", "2,15,30",
+              "--reg-weight", "0", "--ce-weight", "1"],
+    "continued": ["--init-from", "assets/drafters/smollm2-135m-gumiho", "--reg-weight", "0", "--ce-weight", "1"],
 }
 DEFAULT_KINDS = "gumiho=fused,serial=fused-serial,parallel=fused-parallel,eagle=fused-eagle"
 DEFAULT_ARMS = "paper,fused,ce,fused-ce"
@@ -165,11 +177,22 @@ def check(args) -> None:
     two, so each speedup is measured in its own interleaved run, then MT-Bench with the
     paper's tree; records under OUT/check-KIND/{shipped,new}[-paper-tree]/SET.json (a
     record already there is kept, so a rerun continues). Prints the paired tau
-    comparison (scripts/compare_records.py) and both drafters' speedups."""
-    arm = kind_arms(args.kinds).get(args.kind)
-    if arm is None:
-        raise SystemExit(f"--kinds names no arm for kind {args.kind}")
-    drafters = {"shipped": args.shipped.format(kind=args.kind), "new": str(Path(args.out) / arm)}
+    comparison (scripts/compare_records.py) and both drafters' speedups. With
+    ``--check-arms A,B,...`` each of those arms is checked, its records under its own
+    name, and the first is also compared with each of the others."""
+    if args.check_arms:
+        arms = arm_list(args.check_arms)
+        wrong = [a for a in arms if arm_kind(a) != args.kind]
+        if wrong:
+            raise SystemExit(f"arm(s) {wrong} do not train kind {args.kind}")
+        named = {arm: arm for arm in arms}
+    else:
+        arm = kind_arms(args.kinds).get(args.kind)
+        if arm is None:
+            raise SystemExit(f"--kinds names no arm for kind {args.kind}")
+        named = {"new": arm}
+    drafters = {"shipped": args.shipped.format(kind=args.kind),
+                **{who: str(Path(args.out) / arm) for who, arm in named.items()}}
     root = Path(args.out) / f"check-{args.kind}"
     sets = ([ROOT / "benchmarks/prompts" / f"{n}.jsonl" for n in SET_NAMES]
             + sorted((ROOT / "benchmarks/probe").glob("*.jsonl")))
@@ -187,7 +210,12 @@ def check(args) -> None:
                        "--out", str(record), "--no-progress"]
                 print("+", " ".join(cmd[1:]), flush=True)
                 subprocess.run(cmd, check=True, cwd=ROOT)
-        print(compare_records(root / f"shipped{suffix}", root / f"new{suffix}", [args.kind]))
+        for who in named:
+            print(compare_records(root / f"shipped{suffix}", root / f"{who}{suffix}", [args.kind]))
+        first, *others = named
+        for who in others:
+            print(f"{first} (new) against {who} (old):")
+            print(compare_records(root / f"{who}{suffix}", root / f"{first}{suffix}", [args.kind]))
     for who in drafters:
         print(f"speedup over vanilla, {who} {args.kind} drafter:")
         print(speedups(sorted((root / who).glob("*.json")), (args.kind,)))
@@ -262,6 +290,8 @@ def main(argv=None) -> int:
             s.add_argument("--kinds", default=DEFAULT_KINDS, help="kind=arm pairs: the arm checked for --kind")
             s.add_argument("--shipped", default="assets/drafters/smollm2-135m-{kind}",
                            help="the drafter the arm is checked against ({kind}: --kind)")
+            s.add_argument("--check-arms", default=None,
+                           help="arms of --kind to check (records under their names), instead of the --kinds one")
         elif name == "kinds":
             s.add_argument("--kinds", default=DEFAULT_KINDS, help="kind=arm pairs: which trained arm drafts for "
                            "each kind's method")

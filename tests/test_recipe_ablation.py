@@ -78,3 +78,34 @@ def test_arms_that_name_no_layers_train_on_the_last_state(monkeypatch, tmp_path)
     ablation.main(["train", "--data", "d", "--out", str(tmp_path), "--arms", "paper,fused,eagle"])
     layers = [cmd[cmd.index("--feature-layers") + 1] for cmd in commands]
     assert layers == ["none", "default", "none"] and all(cmd.count("--feature-layers") == 1 for cmd in commands)
+
+
+def test_continuation_arms_start_from_the_shipped_drafter_one_widened(monkeypatch, tmp_path):
+    """widen and continued both continue the shipped Gumiho drafter; only widen reads
+    fused layers, and those include the last of the target's 30 (gumiho.train.widen)."""
+    ablation = load_script("recipe_ablation")
+    commands = []
+    monkeypatch.setattr(ablation.subprocess, "run", lambda cmd, **kw: commands.append(cmd))
+    ablation.main(["train", "--data", "d", "--out", str(tmp_path), "--arms", "widen,continued", "--lr", "2e-4"])
+    for cmd in commands:
+        assert cmd[cmd.index("--init-from") + 1] == "assets/drafters/smollm2-135m-gumiho"
+        assert float(cmd[cmd.index("--lr") + 1]) == 2e-4 and cmd.count("--feature-layers") == 1
+    assert [cmd[cmd.index("--feature-layers") + 1] for cmd in commands] == ["2,15,30", "none"]
+
+
+def test_check_arms_puts_each_arm_against_the_shipped_drafter_and_the_first_against_the_rest(
+        monkeypatch, tmp_path, capsys):
+    ablation = load_script("recipe_ablation")
+    commands = []
+    monkeypatch.setattr(ablation.subprocess, "run", lambda cmd, **kw: commands.append(cmd))
+    ablation.main(["check", "--out", str(tmp_path), "--check-arms", "widen,continued", "--limit", "2"])
+    parsed = [build_parser().parse_args(cmd[3:]) for cmd in commands]
+    assert len(parsed) == 3 * (6 + 3) + 3  # three drafters per set, and on MT-Bench with the paper's tree
+    assert {a.drafter for a in parsed} == {"assets/drafters/smollm2-135m-gumiho", str(tmp_path / "widen"),
+                                           str(tmp_path / "continued")}
+    outs = {a.out for a in parsed}
+    assert str(tmp_path / "check-gumiho" / "continued-paper-tree" / "mt_bench.json") in outs
+    assert not any("/new" in o for o in outs)
+    assert "widen (new) against continued (old):" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="do not train kind serial"):
+        ablation.main(["check", "--out", str(tmp_path), "--kind", "serial", "--check-arms", "widen"])

@@ -14,8 +14,9 @@ from gumiho.train import features as tfeatures
 from gumiho.train import shards
 from gumiho.train.__main__ import feature_layer_overrides, main as train_main
 from gumiho.train.loop import train
-from gumiho.train.objective import LossConfig, acceptance_rate, draft_loss
+from gumiho.train.objective import LossConfig, acceptance_rate, draft_forward, draft_loss
 from gumiho.train.states import target_states
+from gumiho.train.widen import widen_to_fused
 
 from helpers import tiny_target
 from test_train import cfg_for, make_shards
@@ -190,11 +191,68 @@ def test_init_from_continues_with_the_saved_drafters_layers(setup, tmp_path, lay
                     target.model, "tiny", {1}, log=lambda m: None)
     assert summary["feature_layers"] == layers and summary["states"] == "cached"
     assert Drafter.load(str(tmp_path / "next")).cfg.feature_layers == layers
-    other = (1, 3) if layers else LAYERS
-    with pytest.raises(GumihoError, match="does not fit this run.*feature_layers"):
+    # Other fused layers are refused; for a last-state drafter, so are fused layers
+    # without the final-norm state (the widening below needs it).
+    refusal = "does not fit this run.*feature_layers" if layers else "must include 4"
+    with pytest.raises(GumihoError, match=refusal):
         train(cfg_for(cached, tmp_path / "bad", max_steps=1, init_from=str(first),
-                      drafter_overrides=dict(heads, feature_layers=other)), target.model, "tiny", {1},
+                      drafter_overrides=dict(heads, feature_layers=(1, 3))), target.model, "tiny", {1},
               log=lambda m: None)
+
+
+def test_widened_drafter_starts_as_the_last_state_one(setup):
+    """Widening puts the identity on the final-norm state's block of ``fuse`` and zeros
+    on the others: the fused drafter predicts exactly what the last-state one did, at
+    every anchor and draft position, before any training."""
+    target, _, _ = setup
+    cfg = DrafterConfig.for_target(target.model.config, "gumiho", num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(0)
+    narrow = Drafter(cfg).attach_target(target.model).eval()
+    wide = widen_to_fused(narrow, LAYERS, 4).attach_target(target.model).eval()
+    assert wide.cfg.feature_layers == LAYERS and narrow.cfg.feature_layers is None
+    ids = torch.tensor([[5, 9, 14, 3, 22, 7, 11, 30], [8, 2, 40, 1, 17, 6, 0, 0]])
+    valid = torch.tensor([[1] * 8, [1] * 6 + [0, 0]]).float()
+    hidden, feats = target_states(target.model, ids, valid, LAYERS)
+    assert feats[..., :32].abs().sum() > 0  # the other layers are there, and ignored at first
+    with torch.no_grad():
+        want, got = draft_forward(narrow, ids, hidden), draft_forward(wide, ids, feats)
+    assert len(want) == len(got) == cfg.serial_positions + cfg.mlp_heads
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+    # It is a copy: training it leaves the original alone.
+    with torch.no_grad():
+        wide.fc.weight.add_(1.0)
+    assert not torch.equal(wide.fc.weight, narrow.fc.weight)
+    with pytest.raises(GumihoError, match="must include 4.*--feature-layers 1,2,4"):
+        widen_to_fused(narrow, (1, 2), 4)
+    with pytest.raises(GumihoError, match="already reads fused layers"):
+        widen_to_fused(wide, LAYERS, 4)
+
+
+def test_init_from_a_last_state_drafter_with_fused_layers_widens_it(setup, tmp_path):
+    """The trainer widens a last-state drafter when told to read fused layers that
+    include the final-norm state: before its first step it agrees with the target on
+    the held-out split exactly as the last-state drafter continued unwidened does, and
+    then the new blocks learn."""
+    target, data, cached = setup
+    heads = {"num_attention_heads": 4, "num_key_value_heads": 2}
+    first = tmp_path / "first"
+    train(cfg_for(cached, first, max_steps=2, drafter_overrides=dict(heads, feature_layers=None)),
+          target.model, "tiny", {1}, log=lambda m: None)
+    logs = []
+    summary = train(cfg_for(cached, tmp_path / "wide", max_steps=1, init_from=str(first),
+                            drafter_overrides=dict(heads, feature_layers=LAYERS)),
+                    target.model, "tiny", {1}, log=logs.append)
+    assert summary["feature_layers"] == LAYERS and any("widened" in m for m in logs)
+    plain = train(cfg_for(cached, tmp_path / "plain", max_steps=1, init_from=str(first), drafter_overrides=heads),
+                  target.model, "tiny", {1}, log=lambda m: None)
+    start, plain_start = summary["held_out_at_start"], plain["held_out_at_start"]
+    assert start["top1_by_position"] == plain_start["top1_by_position"]
+    assert start["loss"] == pytest.approx(plain_start["loss"], rel=1e-5)
+    saved = Drafter.load(str(tmp_path / "wide"))
+    assert saved.cfg.feature_layers == LAYERS
+    # Trained one step from the identity: the other layers' blocks have moved off zero.
+    assert saved.fuse.weight[:, :64].abs().sum() > 0
 
 
 def test_cli_refuses_bad_feature_layers(setup, tmp_path, capsys):

@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "--init-from, which keeps the saved drafter's layers): layers 2, N/2 and N-3 of N, the "
                         "recipe that won the recipe ablation (BENCHMARKS.md); numbers count as transformers' "
                         "hidden_states (0 = embeddings, N = the final-norm state); none: the final-norm state "
-                        "alone, as the official checkpoints and the shipped drafters read")
+                        "alone, as the official checkpoints and the shipped drafters read. With --init-from a last-state drafter, layers "
+                        "that include N (e.g. 2,15,30 of 30) widen it to fused features, starting as the same drafter")
     p.add_argument("--features", default="auto", choices=["auto", "cached", "on-the-fly"],
                    help="where the target's states come from: the shards' cache, or a target forward inside every "
                         "training step over the shards' token ids (text-only data works); auto: cached when the "

@@ -46,6 +46,7 @@ import torch
 from tqdm import tqdm
 
 from gumiho.kvcache import cache_layers, new_cache
+from gumiho.machine import cpu_has_native_bf16
 from gumiho.models import DEFAULT_TARGET_LABEL, _cache_keyword
 from gumiho.train import launched_processes, shards
 from gumiho.prompts_file import Conversation, PromptFileError, read_prompts
@@ -584,6 +585,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     model, tokenizer, name = target.model, target.tokenizer, target.name
     writer = None
+    if args.write_dtype == "bfloat16" and str(args.device).startswith("cpu") and not cpu_has_native_bf16():
+        # Without bf16 units the CPU emulates every bf16 product: such a writer is several
+        # times slower than the float32 one, not faster.
+        print("warning: --write-dtype bfloat16 on a CPU without native bf16 matmuls (AVX512-BF16 or AMX) is far "
+              "slower than float32; leave it out on this machine", file=sys.stderr)
     if args.write_dtype != "float32":
         import copy
 

@@ -37,6 +37,7 @@ from ..metrics import conditional_acceptance
 from . import data as tdata, launched_processes
 from .objective import LossConfig, draft_loss, loss_token_counts
 from .states import target_states
+from .widen import widen_to_fused
 
 FEATURE_SOURCES = ("auto", "cached", "on-the-fly")
 
@@ -329,6 +330,13 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         raise GumihoError(f"The shards hold hidden states of size {hidden_size} but the target's hidden size is "
                           f"{dcfg.hidden_size}: the data was made with another model.")
     if cfg.init_from:
+        if saved.cfg.feature_layers is None and dcfg.feature_layers:
+            # Fused layers named for a last-state drafter: widen it so that it starts as
+            # the same function (gumiho.train.widen) instead of refusing it.
+            text_cfg = getattr(target_model.config, "get_text_config", lambda: target_model.config)()
+            saved = widen_to_fused(saved, dcfg.feature_layers, text_cfg.num_hidden_layers)
+            log(f"widened {cfg.init_from} to read the target's layers {list(dcfg.feature_layers)}: it starts "
+                "as the same drafter (the other layers' weights start at zero)")
         drafter = initial_drafter(cfg.init_from, saved, dcfg)
         # Keep the draft vocabulary the weights were trained with: the heads' outputs
         # were shaped for those tokens, and new data barely moves a frequency list.
@@ -375,6 +383,7 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         return acc.reduce(x.to(device), reduction="sum").cpu() if world > 1 else x
 
     step = 0
+    at_start = None  # a continued drafter's held-out report before its first step
     # Counted from the run's first step, across pauses: the checkpoint carries them.
     history: list[dict] = []
     tokens_seen = 0
@@ -404,9 +413,16 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         history = list(progress.get("history", []))  # saved with the step: it ends there
         tokens_seen = progress.get("tokens_seen", 0)
         wall_before = progress.get("wall_s", 0.0)
+        at_start = progress.get("held_out_at_start")
         log(f"resumed from step {step}" + ("" if progress else " (the checkpoint predates saved progress: "
                                                                  "history and wall time start here)"))
 
+    if cfg.init_from and step == 0 and eval_seqs:
+        # What the continued drafter agrees with before this run: the baseline the final
+        # held-out report is read against (same split, same measure).
+        at_start = evaluate(raw, eval_seqs[rank::world], cfg.batch_tokens, cfg.loss, device,
+                            sum_over_processes, target_model)
+        log(f"held-out before training: {json.dumps(at_start)}")
     t_start = time.time()
     drafter.train()
     bar = tqdm(total=total_steps, initial=step, desc=f"train {cfg.kind}", disable=not acc.is_local_main_process,
@@ -474,7 +490,8 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
                 if acc.is_main_process:
                     save_checkpoint(ckpt, raw, optimizer, scheduler, step, {"kind": cfg.kind},
                                     {"history": history, "tokens_seen": tokens_seen,
-                                     "wall_s": wall_before + time.time() - t_start}, rng_by_rank=rng)
+                                     "wall_s": wall_before + time.time() - t_start,
+                                     "held_out_at_start": at_start}, rng_by_rank=rng)
             if out_of_time:
                 stopped_early = True
                 why = f" on {signal.Signals(stop_request.signal).name}" if stop_request.signal is not None else ""
@@ -492,6 +509,7 @@ def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], l
         "train_tokens_per_s": tokens_seen / max(wall, 1e-9), "feature_layers": dcfg.feature_layers,
         "parameters": n_params, "target_parameters": n_target,
         "draft_vocab": len(vocab_ids), "draft_vocab_coverage": cover, "held_out": report,
+        "held_out_at_start": at_start,
         "config": {k: v for k, v in asdict(cfg).items() if k not in ("loss",)}, "loss_config": asdict(cfg.loss),
     }
     if acc.is_main_process:

@@ -27,8 +27,7 @@ mkdir -p data
 DISTILL=(--batch-size 64 --shard-size 128 --max-new-tokens 192 --threads "$THREADS" --write-dtype bfloat16)
 wanted() { [[ " $SETS " == *" $1 "* ]]; }
 if [[ $PART == all || $PART == distill ]] && wanted t7; then
-  [[ -f data/prompts-t7.jsonl ]] || "$PY" -m gumiho.train.prompts --out data/prompts-t7.jsonl --n 2000 --seed 7 \
-      --mix tasks=0.6,math=0.15,code=0.15,instruct=0.1
+  PY="$PY" bash scripts/template_prompts.sh t7
   "$PY" -m gumiho.train.distill --prompts data/prompts-t7.jsonl --out data/distill-t7 "${DISTILL[@]}"
 fi
 if [[ $PART == all || $PART == distill ]] && wanted instructions; then

@@ -41,8 +41,7 @@ DISTILL=(--batch-size 64 --shard-size 128 --max-new-tokens 192 --write-dtype bfl
 
 if [[ $PART == all || $PART == data ]]; then
   mkdir -p data
-  [[ -f data/prompts-t7.jsonl ]] || "$PY" -m gumiho.train.prompts --out data/prompts-t7.jsonl --n 2000 --seed 7 \
-      --mix tasks=0.6,math=0.15,code=0.15,instruct=0.1
+  PY="$PY" bash scripts/template_prompts.sh t7
   tail -n +897 data/prompts-t7.jsonl > data/prompts-t7b.jsonl
   "$PY" -m gumiho.train.distill --prompts data/prompts-t7.jsonl --out data/distill-t7 --limit 896 "${DISTILL[@]}"
   "$PY" -m gumiho.train.distill --prompts data/prompts-t7b.jsonl --out data/distill-t7b "${DISTILL[@]}"
@@ -53,8 +52,7 @@ if [[ $PART == all || $PART == data ]]; then
 fi
 
 if [[ $PART == more-data ]]; then
-  [[ -f data/prompts-t8.jsonl ]] || "$PY" -m gumiho.train.prompts --out data/prompts-t8.jsonl --n 4000 --seed 8 \
-      --mix tasks=0.3,wiki=0.25,translate=0.2,math=0.1,code=0.1,instruct=0.05 --exclude data/prompts-t7.jsonl
+  PY="$PY" bash scripts/template_prompts.sh t8
   "$PY" -m gumiho.train.distill --prompts data/prompts-t8.jsonl --out data/distill-t8 "${DISTILL[@]}"
   "$PY" -m gumiho.train.features --data data/distill-t8 --out data/feat-t8 --layers default
   SETS=taxonomy TAX_LIMIT="$TAX_LIMIT" PY="$PY" bash scripts/build_recipe_data.sh   # -> data/features-taxonomy

@@ -5,12 +5,12 @@
 #              gumiho.train.widen), then trained;
 #   continued  reading the last state as before (the control).
 # Same data, steps, learning rate and seed; cross-entropy only and lr 2e-4, as the shipped
-# drafter's last stage (a change of loss would move both arms for a reason of its own). Then both are checked against the shipped
-# drafter on the six sets and the probe sets. Every part resumes where it stopped: rerun
+# drafter's last stage (a change of loss would move both arms for a reason of its own). Then
+# both are checked against the shipped drafter on the six sets and the probe sets. Every part resumes where it stopped: rerun
 # the same command.
 #
-#   PART=data   the template prompts of set 8 (data/prompts-t8.jsonl: 3,698 prompts, the 302 of
-#               4,000 already in prompts-t7 left out; the translate source among them), answered
+#   PART=data   the template prompts of set 8 (scripts/template_prompts.sh: 3,698 prompts, the
+#               translate source among them), answered
 #               by the target (float32: a bfloat16 writer answers differently, and is slow on a
 #               CPU without native bf16 matmuls); the first LIMIT_PROMPTS of them. Then the fused
 #               feature cache of layers 2,15,30 (data/feat-t8w).
@@ -30,11 +30,7 @@ LIMIT_PROMPTS=${LIMIT_PROMPTS-2688}  # the first 21 shards of 128 (empty: all 3,
 [[ $PART == check ]] || export OMP_WAIT_POLICY=PASSIVE
 
 if [[ $PART == all || $PART == data ]]; then
-  mkdir -p data
-  [[ -f data/prompts-t7.jsonl ]] || "$PY" -m gumiho.train.prompts --out data/prompts-t7.jsonl --n 2000 --seed 7 \
-      --mix tasks=0.6,math=0.15,code=0.15,instruct=0.1
-  [[ -f data/prompts-t8.jsonl ]] || "$PY" -m gumiho.train.prompts --out data/prompts-t8.jsonl --n 4000 --seed 8 \
-      --mix tasks=0.3,wiki=0.25,translate=0.2,math=0.1,code=0.1,instruct=0.05 --exclude data/prompts-t7.jsonl
+  PY="$PY" bash scripts/template_prompts.sh t8
   "$PY" -m gumiho.train.distill --prompts data/prompts-t8.jsonl --out data/distill-t8 \
       --batch-size 64 --shard-size 128 --max-new-tokens 192 ${LIMIT_PROMPTS:+--limit "$LIMIT_PROMPTS"}
   "$PY" -m gumiho.train.features --data data/distill-t8 --out data/feat-t8w --layers 2,15,30

@@ -53,6 +53,5 @@ def widen_to_fused(drafter: Drafter, layers: tuple, num_target_layers: int) -> D
     with torch.no_grad():
         wide.fuse.weight.zero_()
         wide.fuse.weight[:, slot * h:(slot + 1) * h] = torch.eye(h, dtype=param.dtype, device=param.device)
-    wide.draft_vocab_ids = drafter.draft_vocab_ids.clone()
     wide.train(drafter.training)
     return wide

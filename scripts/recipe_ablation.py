@@ -46,6 +46,7 @@ to fused features (layers 2, 15 and 30 of SmolLM2-135M's 30, the last being the 
 reads now, so it starts as the same drafter: gumiho.train.widen), ``continued`` reading the
 last state as before, the like-for-like control. ``check --check-arms widen,continued``
 checks both against the shipped drafter and prints the paired comparison of the two.
+``widen-2`` continues the trained ``widen`` arm (OUT/widen) once more, on more data.
 """
 from __future__ import annotations
 
@@ -86,6 +87,8 @@ ARMS = {
     "widen": ["--init-from", "assets/drafters/smollm2-135m-gumiho", "--feature-layers", "2,15,30",
               "--reg-weight", "0", "--ce-weight", "1"],
     "continued": ["--init-from", "assets/drafters/smollm2-135m-gumiho", "--reg-weight", "0", "--ce-weight", "1"],
+    # The widened drafter continued once more, on more data ({out}: the arms' folder, --out).
+    "widen-2": ["--init-from", "{out}/widen", "--feature-layers", "2,15,30", "--reg-weight", "0", "--ce-weight", "1"],
 }
 DEFAULT_KINDS = "gumiho=fused,serial=fused-serial,parallel=fused-parallel,eagle=fused-eagle"
 DEFAULT_ARMS = "paper,fused,ce,fused-ce"
@@ -134,7 +137,8 @@ def train(args) -> None:
                "--out", str(Path(args.out) / arm), "--max-steps", str(args.max_steps), "--epochs", "100",
                "--batch-tokens", str(args.batch_tokens), "--lr", str(args.lr), "--warmup-steps", "20",
                "--draft-vocab", "8192", "--checkpoint-every", "50", "--eval-fraction", "0.05",
-               "--seed", str(args.seed), "--features", args.features, *layers, *ARMS[arm]]
+               "--seed", str(args.seed), "--features", args.features, *layers,
+               *(opt.format(out=args.out) for opt in ARMS[arm])]
         print("+", " ".join(cmd[1:]), flush=True)
         subprocess.run(cmd, check=True, cwd=ROOT)
 

@@ -93,6 +93,17 @@ def test_continuation_arms_start_from_the_shipped_drafter_one_widened(monkeypatc
     assert [cmd[cmd.index("--feature-layers") + 1] for cmd in commands] == ["2,15,30", "none"]
 
 
+def test_a_second_stage_continues_the_trained_widen_arm_in_the_same_folder(monkeypatch, tmp_path):
+    ablation = load_script("recipe_ablation")
+    commands = []
+    monkeypatch.setattr(ablation.subprocess, "run", lambda cmd, **kw: commands.append(cmd))
+    ablation.main(["train", "--data", "d", "--out", str(tmp_path), "--arms", "widen-2"])
+    (cmd,) = commands
+    assert cmd[cmd.index("--init-from") + 1] == f"{tmp_path}/widen"
+    assert cmd[cmd.index("--out") + 1] == str(tmp_path / "widen-2")
+    assert cmd[cmd.index("--feature-layers") + 1] == "2,15,30" and cmd.count("--feature-layers") == 1
+
+
 def test_check_arms_puts_each_arm_against_the_shipped_drafter_and_the_first_against_the_rest(
         monkeypatch, tmp_path, capsys):
     ablation = load_script("recipe_ablation")

@@ -15,7 +15,7 @@
 #               CPU without native bf16 matmuls); the first LIMIT_PROMPTS of them. Then the fused
 #               feature cache of layers 2,15,30 (data/feat-t8w).
 #   PART=train  both arms side by side (STEPS each; logs in OUT-ARM.log)
-#   PART=check  `scripts/recipe_ablation.py check --check-arms widen,continued` (LIMIT prompts per
+#   PART=check  `scripts/recipe_ablation.py check --check-arms $CHECK_ARMS` (default widen,continued; LIMIT prompts per
 #               set, CPU tree, and MT-Bench with the paper's tree). Run it alone: it times decoding.
 #   PART=all    data, train (default)
 #   PART=more   a second stage: the rest of set 8 answered and cached (all 3,698 prompts), then

@@ -301,7 +301,7 @@ class ModelHub:
     def resolve(self, target_id: str = "", kind: str = "gumiho", drafter_path: str = "",
                 copy: bool = False) -> Resolved:
         """The target and drafter for one request; with ``copy``, the drafter has the
-        copy proposer beside it (gumiho.copying). Raises GumihoError with a message
+        copy proposer beside it (gumiho.proposers.copying). Raises GumihoError with a message
         for the user when they cannot load."""
         with self._lock:
             if is_default(target_id):

@@ -3,7 +3,7 @@
 Serial Transformer positions are blues, MLP head positions are oranges, and the
 shade says the draft position: the first position of a family is the deepest
 shade, later positions get lighter. Tokens copied from the context (the copy
-proposer, gumiho.copying) are one green whatever their position, and also carry
+proposer, gumiho.proposers.copying) are one green whatever their position, and also carry
 a dotted underline (CSS), so they read without colour too. The target's own
 (bonus) tokens are neutral.
 """

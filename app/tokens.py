@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from gumiho import StepEvent, summarize
-from gumiho.copying import split_copy
+from gumiho.proposers import CopyDrafter, Head, as_proposer
 
 REPLACEMENT = "\ufffd"  # what decode() gives for an incomplete UTF-8 sequence
 MAX_PENDING = 4  # a UTF-8 character spans at most 4 bytes, so at most 4 byte tokens
@@ -96,22 +96,30 @@ class StepView:
 
 @dataclass
 class DrafterLayout:
-    """What the renderer needs to know of a drafter: how many positions each family has."""
+    """What the renderer needs to know of a drafter: how many positions each family
+    has, and the heads as the proposer names them (the legend's words)."""
 
     serial_positions: int = 2
     max_depth: int = 7  # the learned drafter's positions (0: the copy proposer alone)
     kind: str = "gumiho"
-    copy: int = 0  # the copy proposer's longest guess when it drafts beside it (gumiho.copying); 0 = off
+    copy: int = 0  # the copy proposer's longest guess when it drafts beside it (gumiho.proposers.copying); 0 = off
+    heads: tuple[Head, ...] = ()
 
     @classmethod
     def of(cls, drafter) -> Optional["DrafterLayout"]:
         if drafter is None:
             return None
-        base, copy = split_copy(drafter)
-        if base is None:
-            return cls(0, 0, "copy", copy.max_tokens)
-        cfg = base.cfg
-        return cls(cfg.serial_positions, cfg.max_depth, cfg.kind, copy.max_tokens if copy is not None else 0)
+        proposer = as_proposer(drafter)
+        learned = proposer.learned if isinstance(proposer, CopyDrafter) else proposer
+        serial = depth = copy = 0
+        for h in proposer.heads:
+            if h.family == "copy":
+                copy = max(h.positions, default=0)
+            else:
+                depth = max(depth, max(h.positions, default=0))
+                if h.family == "serial":
+                    serial = max(serial, max(h.positions, default=0))
+        return cls(serial, depth, learned.name if learned is not None else "copy", copy, proposer.heads)
 
     @property
     def depth(self) -> int:

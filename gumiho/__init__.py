@@ -1,16 +1,16 @@
 """Gumiho speculative decoding: a hybrid serial/parallel drafter, tree verification
 that keeps the output exactly the target's, and the statistics to show it."""
-from .copying import CopyDrafter, CopySettings, with_copy
 from .decode import GenerationResult, GenerationSettings, generate, stream
 from .drafter import Drafter, DrafterConfig
 from .errors import GumihoError
 from .events import EmittedToken, RejectedToken, StepEvent
 from .metrics import GenerationStats, summarize
 from .models import DEFAULT_TARGET, Target, load_drafter, load_target, prepare_target, shipped_drafter_path
+from .proposers import Budget, CopyDrafter, CopySettings, Head, Proposer, Verified, as_proposer, with_copy
 from .tree import DraftTree, TreeSettings
 
 __all__ = [
-    "CopyDrafter", "CopySettings", "Drafter", "DrafterConfig", "DraftTree", "EmittedToken", "GenerationResult",
+    "Budget", "Head", "Proposer", "Verified", "as_proposer", "CopyDrafter", "CopySettings", "Drafter", "DrafterConfig", "DraftTree", "EmittedToken", "GenerationResult",
     "GenerationSettings", "GenerationStats", "GumihoError", "RejectedToken", "StepEvent", "Target", "TreeSettings",
     "DEFAULT_TARGET", "generate", "load_drafter", "load_target", "prepare_target", "shipped_drafter_path", "stream",
     "summarize", "with_copy",

@@ -1,17 +1,21 @@
 """One decode loop for vanilla and speculative decoding, as a stream of StepEvents.
 
-    prefill(prompt)                  -> cache, hidden states, first token     (step 0)
+    run    = start(target, prompt, proposer, settings)   every check, before anything runs
+    prefill(run)                  -> KV cache, the target's states, first token      (step 0)
     repeat:
-        tree   = drafter proposes below the last token  (vanilla: the root alone)
-        logits = target forward over the whole tree, one pass
-        path, bonus = accept(tree, logits)
-        cache keeps the root and the accepted path
-        drafter context grows by the accepted positions' real hidden states
-            (a fused drafter's: the states of its layers, from the same forward)
-        emit path tokens + bonus                                     (step 1, 2, ...)
+        tree        = draft(run, root)          the proposer's tree below the last token
+        states, logits = verify(run, tree)      one target forward over the whole tree
+        acc         = accept(run, tree, logits) the accepted path and the bonus token
+        tokens      = commit(run, tree, acc, states)
+                      the cache keeps the root and the accepted path; the proposer
+                      takes the accepted positions' real states (a fused drafter's:
+                      the states of its layers, from the same forward)
+        emit(...)   -> the path's tokens and the bonus, cut where vanilla would stop (step 1, 2, ...)
 
-With no drafter the tree is the root alone and this is plain token-by-token
-decoding with a KV cache: the reference the speculative output is compared with.
+The loop knows drafting only through the proposer interface (gumiho.proposers).
+With no drafter (the Vanilla proposer) the tree is the root alone and this is plain
+token-by-token decoding with a KV cache: the reference the speculative output is
+compared with.
 """
 from __future__ import annotations
 
@@ -24,15 +28,15 @@ from typing import Iterator, Optional, Union
 
 import torch
 
-from .copying import CopyProposer, split_copy
 from .errors import GumihoError
 from .events import EmittedToken, RejectedToken, StepEvent
 from .kvcache import keep_tree_entries, new_cache
 from .metrics import GenerationStats, summarize
 from .models import Target
+from .proposers import Budget, Proposer, ProposerSession, Verified, as_proposer
 from .tree import DraftTree, TreeSettings, verify_inputs
-from .verifycost import tokens_needed, verify_cost_for
-from .verify import accept_greedy, accept_sampling, process_logits, sample_token
+from .verifycost import VerifyCost, tokens_needed, verify_cost_for
+from .verify import Acceptance, accept_greedy, accept_sampling, process_logits, sample_token
 
 MAX_NEW_TOKENS_LIMIT = 1_000_000
 MAX_SEED = 2**64 - 1  # what torch.Generator.manual_seed takes
@@ -118,10 +122,100 @@ def check_prompt_ids(prompt_ids, target: Target) -> list[int]:
 
 
 def draft_depth(drafter) -> int:
-    """The deepest draft position ``drafter`` can propose (0 for vanilla): the
-    learned drafter's depth, or the copy proposer's longest guess if that is deeper."""
-    base, copy = split_copy(drafter)
-    return max(base.cfg.max_depth if base is not None else 0, copy.max_tokens if copy is not None else 0)
+    """The deepest draft position ``drafter`` (anything :func:`generate` takes as one)
+    can propose: 0 for vanilla."""
+    return as_proposer(drafter).max_depth
+
+
+@dataclass
+class Run:
+    """One generation: what was checked before it started, and its state as it goes."""
+
+    target: Target
+    proposer: Proposer
+    settings: GenerationSettings
+    tree_settings: TreeSettings
+    prompt_ids: list[int]
+    verify_cost: Optional[VerifyCost]  # a cost-aware tree's, measured before the clock starts
+    gen: Optional[torch.Generator]  # None: greedy
+    session: Optional[ProposerSession] = None
+    cache: object = None
+    produced: int = 0  # tokens emitted so far
+    t0: float = 0.0
+
+    @property
+    def greedy(self) -> bool:
+        return self.gen is None
+
+    @property
+    def past(self) -> int:
+        """The cache's length: every token so far except the last one emitted."""
+        return len(self.prompt_ids) + self.produced - 1
+
+    @property
+    def room(self) -> int:
+        """The deepest draft node the context window leaves room for (node at depth
+        d sits at past + d)."""
+        return self.target.context_length - self.past - 1
+
+
+def start(target: Target, prompt_ids, drafter=None, settings: Optional[GenerationSettings] = None) -> Run:
+    """Every check of a generation, before any forward: settings, the prompt's ids
+    against the target's vocabulary and context window, the drafter."""
+    proposer = as_proposer(drafter)
+    settings = check_settings(settings).validate()
+    tree_settings = (settings.tree or TreeSettings.for_device(target.device)).validate()
+    ctx = target.context_length
+    prompt_ids = check_prompt_ids(prompt_ids, target)
+    if not prompt_ids:
+        raise GumihoError("The prompt is empty: type some text to start from.")
+    if len(prompt_ids) >= ctx:
+        raise GumihoError(
+            f"The prompt is {len(prompt_ids)} tokens long but {target.name} reads at most {ctx} tokens "
+            f"(including the answer); shorten the prompt."
+        )
+    gen = None
+    if settings.temperature != 0:
+        gen = torch.Generator(device="cpu")
+        gen.manual_seed(settings.seed if settings.seed is not None else torch.seed())
+    verify_cost = None
+    if proposer.sizes_by_cost and tree_settings.cost_aware:
+        # Measured once per target, before the clock starts: it is not this generation's work.
+        verify_cost = verify_cost_for(target, tokens_needed(tree_settings))
+    return Run(target, proposer, settings, tree_settings, prompt_ids, verify_cost, gen)
+
+
+def choose(run: Run, logits_row: torch.Tensor) -> int:
+    """The target's next token from one row of logits: argmax, or a sample."""
+    if run.greedy:
+        return int(logits_row.argmax())
+    s = run.settings
+    return sample_token(process_logits(logits_row, s.temperature, s.top_p, s.top_k).cpu(), run.gen)
+
+
+def cut(run: Run, tokens: list[int]) -> tuple[list[int], Optional[str]]:
+    """``tokens`` cut exactly where vanilla decoding would stop, and why it stops
+    (None: it goes on)."""
+    n_prompt, ctx, limit = len(run.prompt_ids), run.target.context_length, run.settings.max_new_tokens
+    eos = run.target.eos_ids
+    out, reason = [], None
+    for tok in tokens:
+        if run.produced + len(out) >= limit:
+            reason = "length"
+            break
+        if n_prompt + run.produced + len(out) >= ctx:
+            reason = "context"
+            break
+        out.append(tok)
+        if tok in eos:
+            reason = "eos"
+            break
+    if reason is None:
+        if run.produced + len(out) >= limit:
+            reason = "length"
+        elif n_prompt + run.produced + len(out) >= ctx:
+            reason = "context"
+    return out, reason
 
 
 def _sync(device):
@@ -129,161 +223,123 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
+def clock(run: Run) -> float:
+    """Seconds on the generation's clock, after the device has finished its work."""
+    _sync(run.target.device)
+    return time.perf_counter()
+
+
+def prefill(run: Run) -> StepEvent:
+    """The prompt through the target: the cache, the first token (step 0), and the
+    proposer's session started on the prompt's states."""
+    run.t0 = time.perf_counter()
+    run.session = run.proposer.start(run.prompt_ids)
+    run.cache = new_cache()
+    dev = run.target.device
+    ids = torch.tensor([run.prompt_ids], dtype=torch.long, device=dev)
+    pos = torch.arange(len(run.prompt_ids), device=dev)[None]
+    states, logits = run.target.forward(ids, pos, None, run.cache, last_logits_only=True,
+                                        feature_layers=run.proposer.feature_layers)
+    first = choose(run, logits[-1])
+    toks, reason = cut(run, [first])
+    t1 = clock(run)
+    run.produced += len(toks)
+    if reason is None:
+        run.session.update(Verified(tokens=[first], states=states))
+    return StepEvent(step=0, emitted=[EmittedToken(first, 0, "target", None)], accepted_length=0, rejected=[],
+                     drafted=0, draft_s=0.0, verify_s=t1 - run.t0, elapsed_s=t1 - run.t0, target_choices=[first],
+                     finished=reason is not None, finish_reason=reason)
+
+
+def draft(run: Run, root: int) -> DraftTree:
+    """The proposer's tree below ``root``, within the settings' budget and the room
+    the context window leaves."""
+    return run.session.propose(root, Budget(run.tree_settings, max_depth=run.room, verify_cost=run.verify_cost))
+
+
+def verify(run: Run, tree: DraftTree):
+    """One target forward over the whole tree after the cache: the states the
+    proposer reads and the logits, one row per node."""
+    dev, features = run.target.device, run.proposer.feature_layers
+    if len(tree) == 1:
+        ids = torch.tensor([[tree.tokens[0]]], device=dev)
+        return run.target.forward(ids, torch.tensor([[run.past]], device=dev), None, run.cache,
+                                  feature_layers=features)
+    ids, pos, mask = verify_inputs(tree, run.past, dev, run.target.dtype)
+    return run.target.forward(ids, pos, mask, run.cache, feature_layers=features)
+
+
+def accept(run: Run, tree: DraftTree, logits: torch.Tensor, children: list[list[int]]) -> Acceptance:
+    """The accepted path and the bonus token (gumiho.verify has both rules)."""
+    if run.greedy:
+        return accept_greedy(tree, logits, children=children)
+    s = run.settings
+    probs = process_logits(logits, s.temperature, s.top_p, s.top_k).cpu()
+    return accept_sampling(tree, probs, run.gen, children=children)
+
+
+def commit(run: Run, tree: DraftTree, acc: Acceptance, states: torch.Tensor) -> list[int]:
+    """Keep the root's and the accepted path's cache entries, hand the proposer
+    their states, and return the step's new tokens (the path's, then the bonus)."""
+    kept = [0] + acc.path
+    if len(tree) > 1:
+        keep_tree_entries(run.cache, run.past, kept)
+    new_tokens = [tree.tokens[i] for i in acc.path] + [acc.bonus]
+    run.session.update(Verified(tokens=new_tokens, states=states[kept], tree=tree, accepted=acc.path))
+    return new_tokens
+
+
+def emit(run: Run, step: int, tree: DraftTree, acc: Acceptance, new_tokens: list[int], children,
+         times: tuple[float, float, float], keep_trees: bool) -> StepEvent:
+    """The step's event: its tokens cut where vanilla would stop, each with the head
+    that proposed it, and the rejected candidates where acceptance stopped."""
+    ts, td, tv = times
+    head_of = run.proposer.head_of
+    toks, reason = cut(run, new_tokens)
+    emitted = [EmittedToken(tok, tree.depths[acc.path[k]], head_of(tree, acc.path[k]), tree.probs[acc.path[k]])
+               if k < len(acc.path) else EmittedToken(tok, 0, "target", None) for k, tok in enumerate(toks)]
+    stop_node = acc.path[-1] if acc.path else 0
+    rejected = [RejectedToken(tree.tokens[c], tree.depths[c], head_of(tree, c), tree.probs[c])
+                for c in children[stop_node]]
+    run.produced += len(toks)
+    return StepEvent(step=step, emitted=emitted, accepted_length=len(acc.path), rejected=rejected,
+                     drafted=len(tree) - 1, copy_nodes=sum(tree.copied), draft_s=td - ts, verify_s=tv - td,
+                     copied_positions=[k + 1 for k, node in enumerate(acc.path) if tree.is_copied(node)],
+                     elapsed_s=tv - run.t0, tree=tree if keep_trees else None, accepted_nodes=acc.path,
+                     target_choices=acc.target_choices, finished=reason is not None, finish_reason=reason)
+
+
+def stopped(run: Run, step: int) -> StepEvent:
+    return StepEvent(step=step, emitted=[], accepted_length=0, rejected=[], drafted=0, draft_s=0.0, verify_s=0.0,
+                     elapsed_s=time.perf_counter() - run.t0, finished=True, finish_reason="stopped")
+
+
 def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Optional[GenerationSettings] = None,
            stop: Optional[threading.Event] = None, keep_trees: bool = False) -> Iterator[StepEvent]:
-    """Decode ``prompt_ids`` with ``target`` (speculatively when ``drafter`` is given),
-    yielding one StepEvent per target forward. ``stop`` ends the stream early.
-    ``drafter`` may carry the copy proposer (gumiho.copying.with_copy): its guess,
-    copied from the context, joins every step's tree."""
-    drafter, copy = split_copy(drafter)
-    settings = check_settings(settings).validate()
-    tree_settings = (settings.tree or TreeSettings.for_device(target.device)).validate()
-    ctx = target.context_length
-    prompt_ids = check_prompt_ids(prompt_ids, target)
-    n_prompt = len(prompt_ids)
-    if n_prompt == 0:
-        raise GumihoError("The prompt is empty: type some text to start from.")
-    if n_prompt >= ctx:
-        raise GumihoError(
-            f"The prompt is {n_prompt} tokens long but {target.name} reads at most {ctx} tokens "
-            f"(including the answer); shorten the prompt."
-        )
-    greedy = settings.temperature == 0
-    gen = None
-    if not greedy:
-        gen = torch.Generator(device="cpu")
-        gen.manual_seed(settings.seed if settings.seed is not None else torch.seed())
-    eos = target.eos_ids
-    dev = target.device
-
-    def choose(logits_row):
-        if greedy:
-            return int(logits_row.argmax())
-        return sample_token(process_logits(logits_row, settings.temperature, settings.top_p, settings.top_k).cpu(), gen)
-
-    def cut(tokens):
-        """Emitted tokens cut exactly where vanilla decoding would stop."""
-        out, reason = [], None
-        for tok in tokens:
-            if produced + len(out) >= settings.max_new_tokens:
-                reason = "length"
-                break
-            if n_prompt + produced + len(out) >= ctx:
-                reason = "context"
-                break
-            out.append(tok)
-            if tok in eos:
-                reason = "eos"
-                break
-        if reason is None:
-            if produced + len(out) >= settings.max_new_tokens:
-                reason = "length"
-            elif n_prompt + produced + len(out) >= ctx:
-                reason = "context"
-        return out, reason
-
-    copier = None
-    if copy is not None:
-        # The context so far (prompt, then every emitted token), indexed as it grows.
-        copier = CopyProposer(copy, prompt_ids)
-    verify_cost = None
-    if drafter is not None and tree_settings.cost_aware:
-        # Measured once per target, before the clock starts: it is not this generation's work.
-        verify_cost = verify_cost_for(target, tokens_needed(tree_settings))
-    t0 = time.perf_counter()
-    session = drafter.new_session() if drafter is not None else None
-    cfg = drafter.cfg if drafter is not None else None
-    # A fused drafter reads several of the target's layers: every target forward hands
-    # them over (hooked out of that same forward); otherwise the final-norm states.
-    features = getattr(cfg, "feature_layers", None)
+    """Decode ``prompt_ids`` with ``target`` (speculatively when ``drafter`` is given:
+    a drafter from load_drafter, ``with_copy(...)``, or any gumiho.proposers.Proposer),
+    yielding one StepEvent per target forward. ``stop`` ends the stream early."""
+    run = start(target, prompt_ids, drafter, settings)
     with torch.inference_mode():
-        cache = new_cache()
-        ids = torch.tensor([prompt_ids], dtype=torch.long, device=dev)
-        pos = torch.arange(n_prompt, device=dev)[None]
-        hidden, logits = target.forward(ids, pos, None, cache, last_logits_only=True, feature_layers=features)
-        first = choose(logits[-1])
-        produced = 0
-        toks, reason = cut([first])
-        _sync(dev)
-        t1 = time.perf_counter()
-        produced += len(toks)
-        yield StepEvent(step=0, emitted=[EmittedToken(first, 0, "target", None)], accepted_length=0, rejected=[],
-                        drafted=0, draft_s=0.0, verify_s=t1 - t0, elapsed_s=t1 - t0, target_choices=[first],
-                        finished=reason is not None, finish_reason=reason)
-        if reason is not None:
-            return
-        if session is not None:
-            session.extend(hidden, torch.tensor(prompt_ids[1:] + [first], device=dev))
-        if copier is not None:
-            copier.extend([first])
-        last = first
-        step = 0
-        while True:
+        event = prefill(run)
+        yield event
+        root, step = event.tokens[-1], 0
+        while not event.finished:
             if stop is not None and stop.is_set():
-                yield StepEvent(step=step + 1, emitted=[], accepted_length=0, rejected=[], drafted=0, draft_s=0.0,
-                                verify_s=0.0, elapsed_s=time.perf_counter() - t0, finished=True,
-                                finish_reason="stopped")
+                yield stopped(run, step + 1)
                 return
             step += 1
-            past = n_prompt + produced - 1  # cache length: every token except `last`
             ts = time.perf_counter()
-            if session is not None:
-                # The tree must fit in the context window: node at depth d sits at past + d.
-                tree = session.propose(last, tree_settings, max_depth=ctx - past - 1, verify_cost=verify_cost)
-            else:
-                tree = DraftTree.root_only(last)
-            if copier is not None:
-                # The copied guess continues the context, whose last token is the root; beside a
-                # drafter it shares the drafter's node budget (gumiho.copying).
-                tree = copier.draft(tree, len(tree) - 1 if session is not None else None, max_depth=ctx - past - 1)
-            _sync(dev)
-            td = time.perf_counter()
-            if len(tree) == 1:
-                ids = torch.tensor([[last]], device=dev)
-                hidden, logits = target.forward(ids, torch.tensor([[past]], device=dev), None, cache,
-                                                feature_layers=features)
-            else:
-                ids, pos, mask = verify_inputs(tree, past, dev, target.dtype)
-                hidden, logits = target.forward(ids, pos, mask, cache, feature_layers=features)
+            tree = draft(run, root)
+            td = clock(run)
+            states, logits = verify(run, tree)
             children = tree.children()
-            if greedy:
-                acc = accept_greedy(tree, logits, children=children)
-            else:
-                probs = process_logits(logits, settings.temperature, settings.top_p, settings.top_k).cpu()
-                acc = accept_sampling(tree, probs, gen, children=children)
-            kept = [0] + acc.path
-            if len(tree) > 1:
-                keep_tree_entries(cache, past, kept)
-            new_tokens = [tree.tokens[i] for i in acc.path] + [acc.bonus]
-            if session is not None:
-                session.extend(hidden[kept], torch.tensor(new_tokens, device=dev))
-            if copier is not None:
-                copier.observe(acc.path)
-                copier.extend(new_tokens)
-            _sync(dev)
-            tv = time.perf_counter()
-            toks, reason = cut(new_tokens)
-            emitted = []
-            for k, tok in enumerate(toks):
-                if k < len(acc.path):
-                    node = acc.path[k]
-                    d = tree.depths[node]
-                    emitted.append(EmittedToken(tok, d, tree.head_of(node, cfg), tree.probs[node]))
-                else:
-                    emitted.append(EmittedToken(tok, 0, "target", None))
-            stop_node = acc.path[-1] if acc.path else 0
-            rejected = [RejectedToken(tree.tokens[c], tree.depths[c], tree.head_of(c, cfg), tree.probs[c])
-                        for c in children[stop_node]]
-            produced += len(toks)
-            yield StepEvent(step=step, emitted=emitted, accepted_length=len(acc.path), rejected=rejected,
-                            drafted=len(tree) - 1, copy_nodes=sum(tree.copied), draft_s=td - ts, verify_s=tv - td,
-                            copied_positions=[k + 1 for k, node in enumerate(acc.path) if tree.is_copied(node)],
-                            elapsed_s=tv - t0,
-                            tree=tree if keep_trees else None, accepted_nodes=acc.path,
-                            target_choices=acc.target_choices, finished=reason is not None, finish_reason=reason)
-            if reason is not None:
-                return
-            last = new_tokens[-1]
+            acc = accept(run, tree, logits, children)
+            new_tokens = commit(run, tree, acc, states)
+            tv = clock(run)
+            event = emit(run, step, tree, acc, new_tokens, children, (ts, td, tv), keep_trees)
+            yield event
+            root = new_tokens[-1]
 
 
 def generate(target: Target, prompt: Union[str, list, None] = None, drafter=None,

@@ -473,12 +473,6 @@ class Drafter(nn.Module):
         over its weights)."""
         return [head(head_input) for head in self.heads[:count]]
 
-    def new_session(self):
-        """Drafting state for one generation (see gumiho.drafting)."""
-        from .drafting import DraftSession
-
-        return DraftSession(self)
-
     # -- bookkeeping -----------------------------------------------------------------
 
     def trainable_parameters(self) -> int:
@@ -547,6 +541,3 @@ def causal_mask(t: int, past: int, device) -> torch.Tensor:
     m[:, past:] = torch.tril(m[:, past:])
     return m[None, None]
 
-
-def count_parameters(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())

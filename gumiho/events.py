@@ -41,7 +41,7 @@ class StepEvent:
     target_choices: list[int] = field(default_factory=list)  # the target's token at each depth
     finished: bool = False
     finish_reason: Optional[str] = None  # "eos", "length", "context", "stopped"
-    copy_nodes: int = 0  # of the drafted nodes, those the copy proposer added (gumiho.copying)
+    copy_nodes: int = 0  # of the drafted nodes, those the copy proposer added (gumiho.proposers.copying)
     # The draft positions d (1..accepted_length) of the accepted path whose node was
     # copied from the context, counted before any cut, as accepted_length is.
     copied_positions: list[int] = field(default_factory=list)

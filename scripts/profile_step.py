@@ -97,6 +97,28 @@ def features_kw(drafter) -> dict:
     return {"feature_layers": layers} if layers else {}
 
 
+def _session(g, drafter, prompt_ids):
+    """A drafting session of package ``g`` started on ``prompt_ids`` (packages before
+    the proposer interface: ``drafter.new_session()``)."""
+    if hasattr(drafter, "new_session"):
+        return drafter.new_session()
+    return g.as_proposer(drafter).start(prompt_ids)
+
+
+def _feed(g, session, states, tokens, next_ids, tree=None, accepted=()):
+    """Hand the session what the target settled: the interface's ``update``, or an
+    older package's ``extend`` of (state, next token) pairs."""
+    if hasattr(session, "update"):
+        session.update(g.Verified(tokens=list(tokens), states=states, tree=tree, accepted=list(accepted)))
+    else:
+        session.extend(states, torch.tensor(next_ids))
+
+
+def _propose(g, session, last, settings):
+    """``session.propose`` as package ``g`` calls it (a Budget since the proposer interface)."""
+    return session.propose(last, g.Budget(settings) if hasattr(g, "Budget") else settings)
+
+
 def after_prompt(g, target, drafter, prompt_ids):
     """The state after the prompt's prefill: the target's cache, a drafting session
     that has read the prompt, and the first token (greedy). Call in inference mode."""
@@ -105,8 +127,8 @@ def after_prompt(g, target, drafter, prompt_ids):
     hidden, logits = target.forward(torch.tensor([prompt_ids]), torch.arange(n)[None], None, cache,
                                     **features_kw(drafter))
     last = int(logits[-1].argmax())
-    session = drafter.new_session()
-    session.extend(hidden, torch.tensor(prompt_ids[1:] + [last]))
+    session = _session(g, drafter, prompt_ids)
+    _feed(g, session, hidden, [last], prompt_ids[1:] + [last])
     return cache, session, last
 
 
@@ -126,7 +148,7 @@ def spec_steps(g, target, drafter, prompt_ids, steps, settings, added=None):
         past = len(prompt_ids)
         for _ in range(steps):
             t0 = clock()
-            tree = session.propose(last, settings)
+            tree = _propose(g, session, last, settings)
             t1 = clock()
             ids, pos, mask = tr.verify_inputs(tree, past, target.device, target.dtype)
             t2 = clock()
@@ -138,7 +160,7 @@ def spec_steps(g, target, drafter, prompt_ids, steps, settings, added=None):
             kv.keep_tree_entries(cache, past, kept)
             t5 = clock()
             new_tokens = [tree.tokens[i] for i in acc.path] + [acc.bonus]
-            session.extend(hidden[kept], torch.tensor(new_tokens))
+            _feed(g, session, hidden[kept], new_tokens, new_tokens, tree, acc.path)
             t6 = clock()
             stop_node = acc.path[-1] if acc.path else 0
             _ = [tree.tokens[c] for c in tree.children()[stop_node]]
@@ -190,7 +212,7 @@ def forward_inputs(g, target, session, last, n_prompt, settings=None):
     over the one token ``last`` (a vanilla step)."""
     if settings is None:
         return torch.tensor([[last]]), torch.tensor([[n_prompt]]), None
-    tree = session.propose(last, settings)
+    tree = _propose(g, session, last, settings)
     return import_module(g.__name__ + ".tree").verify_inputs(tree, n_prompt, target.device, target.dtype)
 
 

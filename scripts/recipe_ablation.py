@@ -27,13 +27,13 @@ interval over prompts (every arm decodes the same prompts to the same greedy tex
 
 ``kinds`` compares the four kinds trained with one recipe: one bench run per prompt set
 (default the six of benchmarks/prompts) with vanilla and all four methods interleaved
-per prompt, records under OUT/kinds/ (``--name``); scripts/compare_drafters.py gives the paired tau
+per prompt, records under OUT/kinds/ (``--name``); python -m gumiho.bench.compare_drafters gives the paired tau
 differences and, with --speedup, each kind's speedup:
 
     python scripts/recipe_ablation.py train --data DIRS --out runs/kinds --max-steps 480 \
         --arms fused,fused-eagle,fused-serial,fused-parallel
     python scripts/recipe_ablation.py kinds --out runs/kinds --limit 20
-    python scripts/compare_drafters.py runs/kinds/kinds/*.json
+    python -m gumiho.bench.compare_drafters runs/kinds/kinds/*.json
 
 ``check`` puts one kind's arm against the drafter it would replace (by default the shipped
 one), on the six sets and the probe sets, and prints the paired tau comparison and both
@@ -57,12 +57,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a clone
 
-from benchmark_report import SET_NAMES  # noqa: E402  (the six sets, in table order)
-from compare_drafters import speedups, tau_difference  # noqa: E402
-from compare_records import compare as compare_records, per_prompt  # noqa: E402
 from gumiho.bench import DRAFTER_FLAGS  # noqa: E402  (each kind's method and its drafter option)
+from gumiho.bench.compare_drafters import speedups, tau_difference  # noqa: E402
+from gumiho.bench.compare_records import compare as compare_records, per_prompt  # noqa: E402
+from gumiho.bench.records import SET_NAMES  # noqa: E402  (the six sets, in table order)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = {
@@ -161,7 +161,7 @@ def bench(args) -> None:
 def kinds(args) -> None:
     """One bench run per prompt set with vanilla and every kind's drafter, interleaved per
     prompt, so that taus and speedups of the kinds are paired (records under OUT/kinds/,
-    read by scripts/compare_drafters.py, with and without --speedup)."""
+    read by python -m gumiho.bench.compare_drafters, with and without --speedup)."""
     pairs = kind_arms(args.kinds)
     out = Path(args.out) / args.name
     out.mkdir(parents=True, exist_ok=True)
@@ -181,7 +181,7 @@ def check(args) -> None:
     two, so each speedup is measured in its own interleaved run, then MT-Bench with the
     paper's tree; records under OUT/check-KIND/{shipped,new}[-paper-tree]/SET.json (a
     record already there is kept, so a rerun continues). Prints the paired tau
-    comparison (scripts/compare_records.py) and both drafters' speedups. With
+    comparison (python -m gumiho.bench.compare_records) and both drafters' speedups. With
     ``--check-arms A,B,...`` each of those arms is checked, its records under its own
     name, and the first is also compared with each of the others."""
     if args.check_arms:

@@ -2,7 +2,7 @@
 # Gumiho against its two ablations on every prompt of the six sets (80 each), tau only:
 # tau counts target forwards and does not depend on the machine, so no vanilla runs or
 # timings are needed, and two processes share the cores. Records go to benchmarks/all80/,
-# then scripts/compare_drafters.py gives each set's paired tau difference with a 95%
+# then python -m gumiho.bench.compare_drafters gives each set's paired tau difference with a 95%
 # bootstrap interval over prompts (the 10-prompt table in BENCHMARKS.md decides some sets
 # by two or three target forwards).
 set -euo pipefail
@@ -21,4 +21,4 @@ run_sets mt_bench humaneval gsm8k &
 first=$!
 run_sets sum qa alpaca
 wait "$first"
-"$PY" scripts/compare_drafters.py "$OUT"/*.json
+"$PY" -m gumiho.bench.compare_drafters "$OUT"/*.json

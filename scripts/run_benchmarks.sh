@@ -14,5 +14,5 @@ for set in mt_bench humaneval gsm8k alpaca qa sum; do
     --methods vanilla,gumiho,serial,parallel --out "$OUT/$set.json" --no-progress
 done
 [[ $REPORT == 1 ]] || exit 0
-"$PY" scripts/benchmark_report.py benchmarks/results/*.json --out BENCHMARKS.md --commands scripts/run_benchmarks.sh \
+"$PY" -m gumiho.bench.report benchmarks/results/*.json --out BENCHMARKS.md --commands scripts/run_benchmarks.sh \
   --notes benchmarks/notes.md --copy benchmarks/copy

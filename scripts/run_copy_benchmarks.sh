@@ -2,7 +2,7 @@
 # The copy proposer (gumiho.copying) against Gumiho alone and against what a user would
 # pick instead, on the six prompt sets: the CPU tree with every method, then the paper's
 # tree (as on a GPU) for tau. Records: benchmarks/copy/ and benchmarks/copy/paper_tree/;
-# scripts/benchmark_report.py turns them into BENCHMARKS.md's copy section.
+# python -m gumiho.bench.report turns them into BENCHMARKS.md's copy section.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python}

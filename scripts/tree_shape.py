@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gumiho import GenerationSettings, load_drafter, load_target, shipped_drafter_path, stream  # noqa: E402
-from gumiho.bench import _prompt_ids, load_prompts  # noqa: E402
+from gumiho.bench import load_prompts, prompt_ids  # noqa: E402
 from gumiho.metrics import summarize  # noqa: E402
 
 
@@ -67,7 +67,7 @@ def tree_shape(target, drafter, prompts, max_new_tokens: int, depth: int, with_c
     judged = []
     settings = GenerationSettings(max_new_tokens=max_new_tokens)
     for p in prompts:
-        for ev in stream(target, _prompt_ids(target, p), drafter, settings, keep_trees=True):
+        for ev in stream(target, prompt_ids(target, p), drafter, settings, keep_trees=True):
             events.append(ev)
             if ev.tree is not None:  # a verify step (the prefill has no tree)
                 nodes.update(d for d in ev.tree.depths if d > 0)

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gumiho import (CopySettings, GenerationSettings, TreeSettings, load_drafter, load_target,  # noqa: E402
                     shipped_drafter_path, stream, summarize, with_copy)
-from gumiho.bench import _prompt_ids, load_prompts  # noqa: E402
+from gumiho.bench import load_prompts, prompt_ids  # noqa: E402
 from gumiho.verifycost import verify_cost_for  # noqa: E402
 
 
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         name = os.path.splitext(os.path.basename(path))[0]
         totals = {"gumiho": {}, **{label(c): {} for c in grid}}
         for i, pr in enumerate(prompts):
-            ids = _prompt_ids(target, pr)
+            ids = prompt_ids(target, pr)
             gen = GenerationSettings(max_new_tokens=args.max_new_tokens, tree=tree)
             runs = {"gumiho": run(target, ids, drafter, gen, cost)}
             for c in grid:

@@ -23,7 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gumiho import GenerationSettings, TreeSettings, load_drafter, load_target, stream, summarize  # noqa: E402
-from gumiho.bench import _prompt_ids, load_prompts  # noqa: E402
+from gumiho.bench import load_prompts, prompt_ids  # noqa: E402
 from gumiho.verifycost import tokens_needed, verify_cost_for  # noqa: E402
 
 # The last two CPU defaults, rows 5 and 18: 7 drafted nodes plus up to 1 full-tree
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     target = load_target()
     drafter = load_drafter(args.drafter, target, dtype=args.drafter_dtype)
-    prompts = [_prompt_ids(target, p) for p in load_prompts(args.prompts, args.limit)]
+    prompts = [prompt_ids(target, p) for p in load_prompts(args.prompts, args.limit)]
     if not args.tau_only:
         # Warm-up, not counted: the first forwards of a process are slow (allocations,
         # kernel set-up), which would flatter the first row's speedup.

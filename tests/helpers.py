@@ -10,6 +10,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCau
 
 from gumiho.drafter import DrafterConfig
 from gumiho.models import prepare_target
+from gumiho.proposers import LearnedProposer, Proposer, ProposerSession
 from gumiho.tree import DraftTree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,11 +41,23 @@ def tiny_target(family: str = "llama", vocab: int = 96, hidden: int = 32, layers
     return prepare_target(model.eval(), None, f"tiny-{family}")
 
 
-class OracleDrafter:
+class _ScriptedHeads(Proposer):
+    """A scripted proposer that names its heads as a learned drafter of ``cfg`` would."""
+
+    heads = LearnedProposer.heads
+    family_at = LearnedProposer.family_at
+    sizes_by_cost = True  # as a learned drafter: a cost-aware tree measures the verify cost for it
+
+    @property
+    def name(self):
+        return self.cfg.kind
+
+
+class OracleDrafter(_ScriptedHeads):
     """A drafter that knows the target's own greedy continuation and proposes it,
     with some positions corrupted and decoy siblings added, so that long accepted
     paths, partial acceptance, EOS inside an accepted draft and the length limit
-    are all exercised. It only sees what a real drafter sees (extend/propose)."""
+    are all exercised. It only sees what a real drafter sees (the proposer interface)."""
 
     def __init__(self, reference: list[int], vocab: int, corrupt: float = 0.2, siblings: int = 1,
                  seed: int = 0, kind: str = "gumiho"):
@@ -56,20 +69,25 @@ class OracleDrafter:
         self.cfg = DrafterConfig(hidden_size=8, vocab_size=vocab, kind=kind, num_attention_heads=1,
                                  num_key_value_heads=1)
 
-    def new_session(self):
-        return _OracleSession(self)
+    def start(self, prompt_ids):
+        return _OracleSession(self, prompt_ids)
 
 
-class _OracleSession:
-    def __init__(self, oracle: OracleDrafter):
+class _OracleSession(ProposerSession):
+    def __init__(self, oracle: OracleDrafter, prompt_ids):
         self.o = oracle
-        self.seen = [oracle.reference[0]]
+        self.seen = list(prompt_ids)
+        assert self.seen == oracle.reference[:len(self.seen)]
 
-    def extend(self, hidden, next_ids):
-        assert hidden.shape[0] == next_ids.shape[0]
-        self.seen += [int(t) for t in next_ids]
+    def update(self, verified):
+        # One state per new token after a verify (the root's and the accepted nodes'),
+        # every prompt position's after the prefill.
+        rows = len(verified.tokens) if verified.tree is not None else len(self.seen)
+        assert verified.states.shape[0] == rows
+        self.seen += [int(t) for t in verified.tokens]
 
-    def propose(self, root_token, settings, max_depth=None, verify_cost=None):  # scripted: sized by the script
+    def propose(self, root_token, budget):  # scripted: sized by the script
+        settings, max_depth = budget.tree, budget.max_depth
         o, rng = self.o, self.o.rng
         assert self.seen[-1] == root_token
         depth = min(settings.depth, o.cfg.max_depth, max_depth or 10**9)
@@ -102,7 +120,7 @@ class _OracleSession:
         return tree.check()
 
 
-class FixedTreeDrafter:
+class FixedTreeDrafter(_ScriptedHeads, ProposerSession):
     """Proposes the same token tree shape every step (for the sampling test):
     ``branches`` maps a depth to the tokens proposed below each node of the previous depth."""
 
@@ -110,13 +128,14 @@ class FixedTreeDrafter:
         self.branches = branches
         self.cfg = DrafterConfig(hidden_size=8, vocab_size=vocab, num_attention_heads=1, num_key_value_heads=1)
 
-    def new_session(self):
+    def start(self, prompt_ids):
         return self
 
-    def extend(self, hidden, next_ids):
+    def update(self, verified):
         pass
 
-    def propose(self, root_token, settings, max_depth=None, verify_cost=None):  # scripted: sized by the script
+    def propose(self, root_token, budget):  # scripted: sized by the script
+        max_depth = budget.max_depth
         tree = DraftTree.root_only(root_token)
         frontier = [0]
         for d, toks in enumerate(self.branches, start=1):

@@ -1,10 +1,9 @@
 """The BENCHMARKS.md header names what the numbers depend on: the dtypes and the tree; a sampled
 record's speedup is a throughput ratio, and the report says so."""
-from helpers import load_script
+from gumiho.bench import report
 
 
 def test_header_names_the_dtypes_and_the_tree():
-    report = load_script("benchmark_report")
     tree = dict(total_tokens=7, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=True, full_tree_tokens=1)
     rec = {"dtype": "float32", "methods": {
         "vanilla": {"tree": None, "drafter_dtype": None},
@@ -37,7 +36,6 @@ def _method(tau, tps, speedup, **extra):
 
 
 def test_speedups_follow_the_kind_of_ratio():
-    report = load_script("benchmark_report")
     # A record from before speedup_kind, sampled: per prompt vanilla wrote 64 tokens in 4 s, gumiho 40 in 2 s.
     # Its stored 2.00x divided wall times; the report recomputes tokens/s over tokens/s: 1.25x.
     old_sampled = {"methods": {"vanilla": _method(1.0, 16.0, 1.0), "gumiho": _method(1.6, 20.0, 2.0)},

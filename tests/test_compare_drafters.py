@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from helpers import load_script
+from gumiho.bench import compare_drafters as compare
 
 
 def _record(forwards: dict[str, list[int]], tokens: int = 64) -> dict:
@@ -16,7 +16,6 @@ def _record(forwards: dict[str, list[int]], tokens: int = 64) -> dict:
 
 
 def test_a_clear_winner_has_its_whole_interval_above_zero(tmp_path):
-    compare = load_script("compare_drafters")
     # Gumiho needs 30 forwards on every prompt, the ablations 40 and 50 (up to a little noise).
     rec = _record({"gumiho": [30 + i % 3 for i in range(40)], "serial": [40 + i % 2 for i in range(40)],
                    "parallel": [50] * 40})
@@ -30,7 +29,6 @@ def test_a_clear_winner_has_its_whole_interval_above_zero(tmp_path):
 
 
 def test_prompts_that_disagree_give_an_interval_across_zero(tmp_path):
-    compare = load_script("compare_drafters")
     # Each drafter wins half the prompts by the same margin: overall no difference to speak of.
     g = [30, 40] * 20
     s = [40, 30] * 20
@@ -41,7 +39,6 @@ def test_prompts_that_disagree_give_an_interval_across_zero(tmp_path):
 
 
 def test_a_record_without_the_methods_is_refused_clearly(tmp_path, capsys):
-    compare = load_script("compare_drafters")
     path = tmp_path / "gsm8k.json"
     path.write_text(json.dumps(_record({"gumiho": [30] * 5, "parallel": [40] * 5})))
     with pytest.raises(SystemExit, match="no serial in this record"):
@@ -52,7 +49,6 @@ def test_a_record_without_the_methods_is_refused_clearly(tmp_path, capsys):
 
 
 def test_each_method_counts_its_own_tokens():
-    compare = load_script("compare_drafters")
     # A sampled run: the two methods wrote different numbers of tokens on the same prompts.
     rec = {"methods": {}, "per_prompt": [
         {"methods": {"gumiho": {"new_tokens": 60, "target_forwards": 30},
@@ -63,7 +59,6 @@ def test_each_method_counts_its_own_tokens():
 
 
 def test_speedup_interval_brackets_the_ratio_of_summed_wall_times(tmp_path):
-    compare = load_script("compare_drafters")
     # Vanilla takes 3 s per prompt; Gumiho 2 s, give or take 0.2 s: a speedup of 1.5x.
     per_prompt = [{"methods": {"vanilla": {"wall_s": 3.0}, "gumiho": {"wall_s": 2.0 + (0.2 if i % 2 else -0.2)},
                                "serial": {"wall_s": 2.5}, "parallel": {"wall_s": 3.0}}} for i in range(40)]
@@ -86,7 +81,6 @@ def test_speedup_interval_brackets_the_ratio_of_summed_wall_times(tmp_path):
 def test_speedup_of_a_record_with_vanilla_and_one_drafter(tmp_path, capsys):
     """A timed run of vanilla and Gumiho alone (as a retrained drafter's check runs it)
     gives Gumiho's speedup; the ablations it did not run are not asked for."""
-    compare = load_script("compare_drafters")
     per_prompt = [{"methods": {"vanilla": {"wall_s": 3.0}, "gumiho": {"wall_s": 2.0}}} for _ in range(10)]
     path = tmp_path / "mt_bench.json"
     path.write_text(json.dumps({"methods": {"vanilla": {}, "gumiho": {}}, "per_prompt": per_prompt}))
@@ -98,7 +92,6 @@ def test_speedup_of_a_record_with_vanilla_and_one_drafter(tmp_path, capsys):
 def test_sampled_runs_of_other_lengths_get_a_throughput_speedup(tmp_path, capsys):
     """At temperature > 0 the methods write different numbers of tokens on a prompt;
     the speedup is then tokens/s over tokens/s (not wall over wall), and the output says so."""
-    compare = load_script("compare_drafters")
     # Vanilla: 64 tokens in 4 s per prompt (16 tok/s). Gumiho: 40 tokens in 2 s (20 tok/s): 1.25x, not 2x.
     per_prompt = [{"methods": {"vanilla": {"new_tokens": 64, "wall_s": 4.0},
                                "gumiho": {"new_tokens": 40, "wall_s": 2.0},

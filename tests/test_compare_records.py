@@ -1,7 +1,7 @@
-"""scripts/compare_records.py: one method in two records of the same prompts, paired."""
+"""gumiho.bench.compare_records: one method in two records of the same prompts, paired."""
 import json
 
-from helpers import load_script
+from gumiho.bench import compare_records as records
 
 
 def _record(forwards: list[int], tokens: int = 60) -> dict:
@@ -12,7 +12,6 @@ def _record(forwards: list[int], tokens: int = 60) -> dict:
 
 
 def test_sets_and_their_pool(tmp_path):
-    records = load_script("compare_records")
     old, new = tmp_path / "old", tmp_path / "new"
     old.mkdir(), new.mkdir()
     # Set a: the new drafter needs fewer forwards on every prompt; set b: the same.

@@ -7,7 +7,7 @@ import torch
 
 from gumiho import CopySettings, Drafter, DrafterConfig, GenerationSettings, GumihoError, TreeSettings, stream, \
     with_copy
-from gumiho.copying import CopyIndex, split_copy
+from gumiho.proposers import CopyIndex, LearnedProposer, split_copy
 from gumiho.metrics import summarize
 from gumiho.tree import DraftTree, add_chain, verify_inputs
 
@@ -78,8 +78,9 @@ def test_add_chain_merges_then_branches():
     assert len(add_chain(tree, [10, 11])) == 4
     side = add_chain(tree, [30, 31, 32], max_depth=2)
     assert side.tokens[4:] == [30, 31] and side.parents[4:] == [0, 4] and side.copied[4:] == [True, True]
-    assert side.head_of(4, DrafterConfig(hidden_size=8, vocab_size=40, num_attention_heads=1,
-                                         num_key_value_heads=1)) == "copy"
+    learned = LearnedProposer(Drafter(DrafterConfig(hidden_size=8, vocab_size=40, num_attention_heads=1,
+                                                    num_key_value_heads=1)))
+    assert learned.head_of(side, 4) == "copy"
     # Its verify inputs are well formed (positions by depth, the mask by ancestry).
     ids, pos, mask = verify_inputs(side, 7, "cpu", torch.float32)
     assert pos.tolist() == [[7, 8, 8, 9, 8, 9]]
@@ -233,16 +234,16 @@ def test_copied_nodes_share_the_budget_by_probability():
 
 
 def test_copy_proposer_learns_how_often_its_guesses_hold():
-    from gumiho.copying import CopyProposer
+    from gumiho.proposers import CopySession
 
-    prop = CopyProposer(CopySettings(max_tokens=3, min_match=2), [5, 6, 7, 8, 9, 5, 6])
-    chain, c0, long = prop.propose()
+    prop = CopySession(CopySettings(max_tokens=3, min_match=2), [5, 6, 7, 8, 9, 5, 6])
+    chain, c0, long = prop.guess()
     assert chain == [7, 8, 9] and not long and 0 < c0 < 1
     for accepted in (True, True, False):
         tree = prop.draft(DraftTree.root_only(6), budget=None)
         assert sum(tree.copied) == 3
         prop.observe([1, 2, 3] if accepted else [])  # all three copied nodes accepted, or none
-    _, c1, _ = prop.propose()
+    _, c1, _ = prop.guess()
     # 6 accepted of 7 reached (3 + 3, then only the first node of the rejected chain was reached).
     acc0, off0 = 1.2, 4.0
     assert abs(c1 - (acc0 + 6) / (off0 + 7)) < 1e-9 and c1 > c0

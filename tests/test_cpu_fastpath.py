@@ -13,6 +13,7 @@ from transformers import DynamicCache
 
 from gumiho import Drafter, DrafterConfig, TreeSettings
 from gumiho.cpulinear import PackedLinear, available, available_bf16, linear, pack_linears
+from gumiho.proposers import Budget, DraftSession
 from gumiho.drafter import causal_mask
 from gumiho.kvcache import GrowingLayer, cache_layers, keep_tree_entries, new_cache
 from gumiho.tree import DraftTree, verify_inputs
@@ -171,7 +172,7 @@ def test_drafter_growing_kv_matches_concatenation():
     target = tiny_target("llama", vocab=96, hidden=32, seed=4, ctx=2048)
     torch.manual_seed(0)
     drafter = Drafter(DrafterConfig.for_target(target.config, "serial")).eval().attach_target(target.model)
-    session = drafter.new_session()
+    session = DraftSession(drafter)
     rng = random.Random(3)
     hs, toks = [], []
     with torch.inference_mode():
@@ -181,7 +182,7 @@ def test_drafter_growing_kv_matches_concatenation():
             session.extend(h, t)
             hs.append(h)
             toks.append(t)
-            session.propose(int(t[-1]), TreeSettings(total_tokens=12, top_k=3))  # leaves tree rows behind
+            session.propose(int(t[-1]), Budget(TreeSettings(total_tokens=12, top_k=3)))  # leaves tree rows behind
         u = drafter.project(torch.cat(hs)[None], torch.cat(toks)[None])
         L = u.shape[1]
         assert L > 256 and session.length == L

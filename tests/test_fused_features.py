@@ -9,7 +9,7 @@ import torch
 
 from gumiho import Drafter, DrafterConfig, GenerationSettings, GumihoError, TreeSettings, load_target, stream
 from gumiho.drafter import default_feature_layers, kind_layout
-from gumiho.drafting import DraftSession
+from gumiho.proposers import Budget, DraftSession
 from gumiho.models import load_drafter
 
 from helpers import tiny_target
@@ -207,12 +207,12 @@ def test_eagle_kind_is_one_layer_all_serial(target):
     d = Drafter(DrafterConfig.for_target(target.config, "eagle")).eval().attach_target(target.model)
     assert len(d.layers) == 1 and len(d.heads) == 0 and d.cfg.max_depth == 7
     assert {d.cfg.head_kind(k) for k in range(1, 8)} == {"serial"}
-    session = d.new_session()
+    session = DraftSession(d)
     with torch.no_grad():
         hidden = target.model(torch.tensor([[5, 6, 7, 8]]), output_hidden_states=True).hidden_states[-1][0]
     session.extend(hidden, torch.tensor([6, 7, 8, 9]))
     # One path, drafted by the one layer run seven times over its own outputs.
-    tree = session.propose(9, TreeSettings(total_tokens=7, depth=7, top_k=1, full_tree=False))
+    tree = session.propose(9, Budget(TreeSettings(total_tokens=7, depth=7, top_k=1, full_tree=False)))
     assert tree.depths == list(range(8))
     for prompt in prompts(2, 96, seed=6):
         assert run(target, prompt, d, max_new_tokens=20, tree=TREES[1])[0] == run(target, prompt,
@@ -307,10 +307,8 @@ def test_profile_step_times_forwards_with_and_without_the_features(target):
 
 def test_reports_include_eagle_where_the_records_have_it(tmp_path):
     """compare_drafters compares with eagle by default only when every record ran it;
-    benchmark_report adds its row and a sentence, and records without it read as before."""
-    from helpers import load_script
-
-    compare, report = load_script("compare_drafters"), load_script("benchmark_report")
+    the report adds its row and a sentence, and records without it read as before."""
+    from gumiho.bench import compare_drafters as compare, report
 
     def record(methods):
         per_prompt = [{"methods": {m: {"new_tokens": 60, "target_forwards": f} for m, f in methods.items()}}] * 4

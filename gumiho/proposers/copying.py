@@ -41,9 +41,10 @@ dictionary operations, whatever the context's length: no rescans.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
-from .errors import GumihoError
+from ..errors import GumihoError
+from ..tree import DraftTree, add_chain, keep_best
+from .base import COPY, Budget, Head, ProposerSession, Verified
 
 
 @dataclass
@@ -53,7 +54,7 @@ class CopySettings:
     as a match, and the longest one looked for (longer matches are preferred: the
     longer the shared run, the likelier its continuation is the same too)."""
 
-    # Chosen with scripts/tune_copy.py (3-4 prompts of each of the six sets, CPU tree,
+    # Chosen with research/tune_copy.py (3-4 prompts of each of the six sets, CPU tree,
     # the shipped drafter): 8 copied tokens after a 2-token match gave the most tau for
     # the nodes they take; longer minimum matches copy less where copying pays
     # (summaries, code, worked maths); a 1-token match was no better on balance.
@@ -62,7 +63,7 @@ class CopySettings:
     max_match: int = 8
     # Copied nodes at least this likely are verified beyond the node budget; 1 (the default)
     # keeps the tree at the drafter's size. On a CPU the first node beyond the budget makes
-    # the verify forward some 10% longer, and scripts/tune_copy.py found no setting that
+    # the verify forward some 10% longer, and research/tune_copy.py found no setting that
     # paid for it (0.1 to 0.3: as much speed for more nodes); on a GPU, where a few more
     # nodes cost next to nothing, a lower value lets a good copy run longer.
     keep_above: float = 1.0
@@ -149,14 +150,14 @@ class CopyIndex:
 
 
 # Priors of the conditional acceptance c, as (accepted, offered) pseudo-counts: what
-# scripts/tune_copy.py's reference answers showed for a 2-token match (a third to a
+# research/tune_copy.py's reference answers showed for a 2-token match (a third to a
 # half of the first copied tokens right) and for longer ones (over half).
 SHORT_PRIOR = (1.2, 4.0)
 LONG_PRIOR = (2.2, 4.0)
 LONG_MATCH = 3
 
 
-class CopyProposer:
+class CopySession(ProposerSession):
     """One generation's copy proposer: the index of its context and its record of
     how often its guesses were accepted (the estimate c of the module docstring)."""
 
@@ -170,7 +171,7 @@ class CopyProposer:
     def extend(self, tokens) -> None:
         self.index.extend(tokens)
 
-    def propose(self) -> tuple[list[int], float, bool]:
+    def guess(self) -> tuple[list[int], float, bool]:
         """(the copied guess, its conditional acceptance estimate c, long match?)."""
         n, at = self.index.match(self.settings.min_match)
         if n == 0:
@@ -179,12 +180,10 @@ class CopyProposer:
         acc, offered = self.counts[long]
         return self.index.tokens[at:at + self.settings.max_tokens], acc / offered, long
 
-    def draft(self, tree, budget: int | None, max_depth: int | None = None):
+    def draft(self, tree: DraftTree, budget: int | None, max_depth: int | None = None) -> DraftTree:
         """``tree`` with this step's copied guess in it (see the module docstring for
         how it shares ``budget``; None: no budget, every copied node is kept)."""
-        from .tree import add_chain, keep_best  # the tree module does not import this one
-
-        chain, c, long = self.propose()
+        chain, c, long = self.guess()
         self._last = None
         if not chain:
             return tree
@@ -209,50 +208,17 @@ class CopyProposer:
         self._last = None
 
 
-class CopyDrafter:
-    """A drafter with the copy proposer beside it, or the copy proposer alone
-    (``base`` None: prompt-lookup decoding through the same loop). Pass it wherever
-    a drafter goes (gumiho.generate, gumiho.stream, the bench, the app); the decode
-    loop reads ``base`` and ``copy`` off it (see :func:`split_copy`)."""
+    # -- the proposer interface (the copy proposer alone) ------------------------------
 
-    def __init__(self, base=None, settings: Optional[CopySettings] = None):
-        if isinstance(base, CopyDrafter):
-            raise GumihoError("This drafter already copies from the context; wrap the drafter itself once.")
-        if base is not None and not hasattr(base, "new_session"):
-            raise GumihoError(f"with_copy takes a drafter (from gumiho.load_drafter) or None, "
-                              f"got {type(base).__name__}.")
-        if settings is not None and not isinstance(settings, CopySettings):
-            raise GumihoError(f"copy settings must be a CopySettings, e.g. CopySettings(max_tokens=6), or None; "
-                              f"got {type(settings).__name__}.")
-        self.base = base
-        self.copy = (settings or CopySettings.default_for(base)).validate()
+    def propose(self, root_token: int, budget: Budget) -> DraftTree:
+        """Alone, the copied guess is the whole tree: no budget to share."""
+        return self.draft(DraftTree.root_only(root_token), None, max_depth=budget.max_depth)
 
-    @property
-    def cfg(self):
-        """The base drafter's configuration (None for the copy proposer alone)."""
-        return self.base.cfg if self.base is not None else None
-
-    def __repr__(self):
-        inner = "none" if self.base is None else getattr(self.cfg, "kind", type(self.base).__name__)
-        return f"CopyDrafter(base={inner}, {self.copy})"
+    def update(self, verified: Verified) -> None:
+        if verified.tree is not None:
+            self.observe(verified.accepted)
+        self.extend(verified.tokens)
 
 
-def with_copy(drafter=None, settings: Optional[CopySettings] = None, **overrides) -> CopyDrafter:
-    """``drafter`` with the copy proposer beside it; ``with_copy(None)`` is the copy
-    proposer alone (with :meth:`CopySettings.alone` unless ``settings`` are given).
-    Keyword overrides set CopySettings fields (max_tokens=...) on top of either."""
-    if overrides:
-        unknown = [k for k in overrides if k not in CopySettings.__dataclass_fields__]
-        if unknown:
-            raise GumihoError(f"Unknown copy setting(s) {', '.join(map(repr, unknown))}; use "
-                              f"{', '.join(CopySettings.__dataclass_fields__)}.")
-        start = settings if settings is not None else CopySettings.default_for(drafter)
-        settings = CopySettings(**{**vars(start), **overrides})
-    return CopyDrafter(drafter, settings)
-
-
-def split_copy(drafter):
-    """(the learned drafter or None, CopySettings or None) of what was passed as a drafter."""
-    if isinstance(drafter, CopyDrafter):
-        return drafter.base, drafter.copy
-    return drafter, None
+def copy_head(settings: CopySettings) -> Head:
+    return Head(COPY, "copied from the context", tuple(range(1, settings.max_tokens + 1)))

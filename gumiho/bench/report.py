@@ -2,60 +2,22 @@
 acceptance-by-position figure (plotly HTML, plus a PNG when a headless Chromium is
 available to render it).
 
-    python scripts/benchmark_report.py benchmarks/results/*.json --out BENCHMARKS.md
+    python -m gumiho.bench.report benchmarks/results/*.json --out BENCHMARKS.md
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a clone: the package is the folder above this one
+from ..metrics import SPEEDUP_THROUGHPUT, SPEEDUP_WALL_TIME, speedup
+from .compare_drafters import bootstrap
+from .methods import COPY_METHODS, DRAFTER_METHODS, HF_METHODS
+from .records import load, record_speedup
 
-from gumiho.metrics import SPEEDUP_THROUGHPUT, SPEEDUP_WALL_TIME, speedup, speedup_kind  # noqa: E402
-
-SET_NAMES = {"mt_bench": "MT-Bench", "humaneval": "HumanEval", "gsm8k": "GSM8K", "alpaca": "Alpaca",
-             "qa": "Natural Questions", "sum": "CNN/DM"}
-METHOD_ORDER = ["vanilla", "gumiho", "serial", "parallel", "eagle"]  # a record may lack any but vanilla
-
-
-def load(paths):
-    runs = []
-    for p in paths:
-        rec = json.loads(Path(p).read_text())
-        name = Path(p).stem
-        runs.append((SET_NAMES.get(name, name), name, rec))
-    order = list(SET_NAMES)
-    runs.sort(key=lambda r: order.index(r[1]) if r[1] in order else 99)
-    return runs
-
-
-def speedup_pairs(rec: dict, method: str) -> list[tuple]:
-    """(vanilla new tokens, vanilla wall s, ``method``'s new tokens, its wall s) per
-    prompt that both ran: what gumiho.metrics.speedup takes. A token count a record
-    did not keep is None (counted as equal)."""
-    return [(p["methods"]["vanilla"].get("new_tokens"), p["methods"]["vanilla"]["wall_s"],
-             p["methods"][method].get("new_tokens"), p["methods"][method]["wall_s"])
-            for p in rec.get("per_prompt", []) if "vanilla" in p["methods"] and method in p["methods"]]
-
-
-def record_speedup(rec: dict, method: str) -> tuple:
-    """(speedup, kind) of ``method`` in a bench record. A record that says its kind is
-    taken as it is; an older one divided wall times whatever the texts' lengths, so
-    where its per-prompt token counts differ (sampling) the throughput ratio is
-    recomputed from its per-prompt runs, and otherwise its own figure stands."""
-    m = rec["methods"][method]
-    value = m.get("speedup_vs_vanilla")
-    if m.get("speedup_kind") or value is None:
-        return value, m.get("speedup_kind")
-    pairs = speedup_pairs(rec, method)
-    kind = speedup_kind(pairs)
-    return (value, kind) if kind == SPEEDUP_WALL_TIME else (speedup(pairs, kind), kind)
+METHOD_ORDER = ("vanilla",) + DRAFTER_METHODS  # a record may lack any but vanilla
 
 
 def speedup_cell(value, kind) -> str:
@@ -171,23 +133,22 @@ def setup_words(rec: dict) -> str:
     return ("; " + "; ".join(words)) if words else ""
 
 
-COPY_METHODS = ["vanilla", "gumiho", "gumiho+copy", "copy", "hf", "hf-lookup"]
+# The copy section's rows: Gumiho alone, beside the copy proposer, the proposer alone, and the peers.
+COPY_SECTION_METHODS = ("vanilla", "gumiho") + COPY_METHODS + HF_METHODS
 
 
 def paired_ratio(rec: dict, num: str, den: str, n_boot: int = 2000, seed: int = 0) -> tuple:
     """``num``'s speed over ``den``'s (``den``'s summed wall time / ``num``'s, the
     same tokens on every prompt at temperature 0) with a 95% interval from a paired
     bootstrap over the record's prompts (both methods resampled together)."""
-    import random
-
-    rows = [(p["methods"][num]["wall_s"], p["methods"][den]["wall_s"]) for p in rec.get("per_prompt", [])
+    # Rows as gumiho.metrics.speedup takes them, ``den`` in vanilla's place; the wall-time
+    # kind is asked for, as these records are greedy.
+    rows = [(p["methods"][den].get("new_tokens"), p["methods"][den]["wall_s"],
+             p["methods"][num].get("new_tokens"), p["methods"][num]["wall_s"]) for p in rec.get("per_prompt", [])
             if num in p["methods"] and den in p["methods"]]
     if not rows:
         return None, None, None
-    ratio = lambda rs: sum(d for _, d in rs) / sum(n for n, _ in rs)  # noqa: E731
-    rng = random.Random(seed)
-    boots = sorted(ratio([rows[rng.randrange(len(rows))] for _ in rows]) for _ in range(n_boot))
-    return ratio(rows), boots[int(0.025 * n_boot)], boots[int(0.975 * n_boot) - 1]
+    return bootstrap(rows, lambda sample: speedup(sample, SPEEDUP_WALL_TIME), n_boot, seed)
 
 
 def copy_section(folder: Path) -> list[str]:
@@ -197,9 +158,9 @@ def copy_section(folder: Path) -> list[str]:
         return []
     first = runs[0][2]
     lines = ["## The copy proposer: a third guesser in the draft tree", "",
-             f"`gumiho+copy` is the shipped Gumiho drafter with the copy proposer beside it (gumiho.copying: the "
-             f"tokens that followed the longest earlier occurrence of the last tokens, merged into the drafter's "
-             f"tree); `copy` is the proposer alone through the same loop; `hf` and `hf-lookup` are transformers' "
+             f"`gumiho+copy` is the shipped Gumiho drafter with the copy proposer beside it "
+             f"(gumiho.proposers.copying: the tokens that followed the longest earlier occurrence of the last "
+             f"tokens, merged into the drafter's tree); `copy` is the proposer alone through the same loop; `hf` and `hf-lookup` are transformers' "
              f"`generate` on the same model object, plain and with its prompt-lookup decoding "
              f"(`prompt_lookup_num_tokens={first['methods'].get('hf-lookup', {}).get('hf_lookup_tokens')}`). "
              f"{first['prompts']} prompts per set, {first['max_new_tokens']} new tokens, greedy, the CPU tree, "
@@ -207,7 +168,7 @@ def copy_section(folder: Path) -> list[str]:
              "| set | method | tau | tokens/s | speedup vs vanilla | accepted drafts by proposer |",
              "|---|---|---|---|---|---|"]
     for label, _, rec in runs:
-        for m in COPY_METHODS:
+        for m in COPY_SECTION_METHODS:
             r = rec["methods"].get(m)
             if r is None:
                 continue
@@ -246,7 +207,8 @@ def copy_section(folder: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(prog="python -m gumiho.bench.report",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("results", nargs="+")
     ap.add_argument("--out", default="BENCHMARKS.md")
     ap.add_argument("--figure", default="assets/acceptance_by_position")

@@ -14,7 +14,7 @@ tau = sum(new tokens) / sum(target forwards) for both drafters on the same
 resample keeps that pairing: the interval is for the difference in tau over the
 kind of prompts the set holds, not for either tau alone.
 
-    python scripts/compare_drafters.py benchmarks/all80/*.json
+    python -m gumiho.bench.compare_drafters benchmarks/all80/*.json
 
 ``--speedup`` asks the same of a timed record (one run with vanilla): each method's
 speedup, vanilla wall time / the method's wall time summed over the same prompts
@@ -24,20 +24,17 @@ tokens per second instead (gumiho.metrics.speedup), and the table says so. The i
 for this machine in this run: it covers which prompts were drawn, and the timing
 noise of each prompt's run, not another machine or another day.
 
-    python scripts/compare_drafters.py --speedup benchmarks/all80/timed/mt_bench.json
+    python -m gumiho.bench.compare_drafters --speedup benchmarks/all80/timed/mt_bench.json
 """
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from benchmark_report import load, speedup_pairs  # noqa: E402  (records in table order, with their set names)
-from gumiho.metrics import SPEEDUP_THROUGHPUT, speedup, speedup_kind  # noqa: E402  (the clone is on the path)
+from ..metrics import SPEEDUP_THROUGHPUT, speedup, speedup_kind
+from .records import load, speedup_pairs  # records in table order, with their set names
 
 # What --method is compared with by default: the two ablations, and the one-layer
 # EAGLE-2 baseline where every record ran it (records from before it have none).
@@ -86,7 +83,7 @@ def tau_difference(rows, resamples: int = 10000, seed: int = 0):
 
 
 def speedup_interval(rows, resamples: int = 10000, seed: int = 0, kind: str | None = None):
-    """The speedup over the rows of benchmark_report.speedup_pairs (of ``kind``, by default
+    """The speedup over the rows of records.speedup_pairs (of ``kind``, by default
     as gumiho.metrics.speedup_kind decides on all the rows, so that every resample
     takes the same kind of ratio), with its bootstrap interval."""
     kind = kind or speedup_kind(rows)
@@ -155,7 +152,8 @@ def compare(paths, method: str = "gumiho", others=None, resamples: int = 10000) 
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m gumiho.bench.compare_drafters",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("records", nargs="+", help="bench JSON files (python -m gumiho.bench --out)")
     ap.add_argument("--method", default="gumiho", help="the drafter to test (default gumiho)")
     ap.add_argument("--against", default=None,

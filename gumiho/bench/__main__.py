@@ -1,0 +1,6 @@
+"""``python -m gumiho.bench``: see gumiho.bench.cli."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

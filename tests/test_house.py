@@ -1,0 +1,99 @@
+"""The package's shape, checked: no import circles among the modules of gumiho/ and
+app/, short functions in the decode loop and the proposers."""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOOP_MODULES = ["gumiho/decode.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gumiho/proposers").glob("*.py"))]
+MAX_LINES = 80
+
+
+def _module_name(path: Path, top: str) -> str:
+    parts = list(path.relative_to(ROOT / top).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join([top] + parts)
+
+
+def _imports(path: Path, name: str, package: bool) -> set[str]:
+    """Every module of the same top package that ``path`` imports, at any depth of
+    the file (an import inside a function is still an import)."""
+    top = name.split(".")[0]
+    here = name.split(".") if package else name.split(".")[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == top}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = here[:len(here) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            if base.split(".")[0] != top:
+                continue
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+def _graph(top: str) -> dict[str, set[str]]:
+    files = {_module_name(p, top): p for p in (ROOT / top).rglob("*.py")}
+    graph = {}
+    for name, path in files.items():
+        deps = _imports(path, name, path.name == "__init__.py")
+        # A package imported for its names stands for its __init__; a submodule for itself.
+        graph[name] = {d for d in deps if d in files and d != name and not name.startswith(d + ".")}
+    return graph
+
+
+def _cycles(graph):
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    for top in ("gumiho", "app"):
+        assert _cycles(_graph(top)) == [], top
+
+
+def test_the_cycle_check_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_decode_loop_and_proposer_functions_are_short():
+    long = []
+    for rel in LOOP_MODULES:
+        for node in ast.walk(ast.parse((ROOT / rel).read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_LINES:
+                    long.append(f"{rel}:{node.name} ({n} lines)")
+    assert long == []
+

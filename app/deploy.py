@@ -102,16 +102,31 @@ def _need(root: Path, rel: str) -> Entry:
     return Entry(rel, path.stat().st_size, source=path)
 
 
+# Below app/ and gumiho/, what only the training commands use.
+LEFT_OUT = ("gumiho/train",)
+
+
+def _modules(root: Path, package: str) -> list[str]:
+    """The package's modules, then those of the packages inside it (folders with an
+    __init__.py: the page's parts, app/tabs, and the library's own), not LEFT_OUT,
+    not caches."""
+    here = root / package
+    out = [f"{package}/{p.name}" for p in sorted(here.glob("*.py"))]
+    for sub in sorted(d for d in here.iterdir() if d.is_dir() and (d / "__init__.py").is_file()):
+        if f"{package}/{sub.name}" not in LEFT_OUT:
+            out += _modules(root, f"{package}/{sub.name}")
+    return out
+
+
 def space_files(root: Path = ROOT, hardware: Optional[str] = None) -> list[Entry]:
     """Every file of the Space, in upload order: the generated README first."""
     readme = space_readme(root, hardware)
     entries = [Entry("README.md", len(readme), data=readme, note="generated: Space settings and a short description")]
     entries.append(_need(root, "app.py"))
-    for package in ("app", "gumiho"):  # modules only: not gumiho/train, not caches
-        modules = sorted(p.name for p in (root / package).glob("*.py"))
-        if "__init__.py" not in modules:
+    for package in ("app", "gumiho"):
+        if not (root / package / "__init__.py").is_file():
             raise DeployError(f"{package}/__init__.py is missing from this checkout.")
-        entries += [_need(root, f"{package}/{name}") for name in modules]
+        entries += [_need(root, rel) for rel in _modules(root, package)]
     entries += [_need(root, rel) for rel in PAGE_ASSETS]
     drafters = root / "assets" / "drafters"
     folders = sorted(d for d in drafters.iterdir() if d.is_dir()) if drafters.is_dir() else []

@@ -9,20 +9,26 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gumiho import GenerationSettings, GumihoError, TreeSettings, registry
+from gumiho.drafter import DRAFTER_KINDS
 from gumiho.models import check_text
 
 from . import gpu
 from .access import Access
 
-# The app offers a kind other than Gumiho only once its trained drafter ships
+# The kinds are the library's (gumiho.drafter); only their words on the page are the
+# app's. The app offers a kind other than Gumiho only once its trained drafter ships
 # (Hub.drafter_choices), so eagle stays off the menu until its folder exists.
-DRAFTER_KINDS = ("gumiho", "serial", "parallel", "eagle")
 DRAFTER_LABELS = {
     "gumiho": "Gumiho (2 serial + 5 MLP)",
     "serial": "All-serial (EAGLE-like)",
     "parallel": "All-parallel (Medusa-like)",
     "eagle": "EAGLE-2 (one layer, all serial)",
 }
+# A kind the library gains must get its words here before the menu can show it
+# (a missing label would fail only when someone picked that drafter).
+if set(DRAFTER_LABELS) != set(DRAFTER_KINDS):
+    raise RuntimeError(f"app.inputs.DRAFTER_LABELS names {sorted(DRAFTER_LABELS)}, but the drafter kinds are "
+                      f"{sorted(DRAFTER_KINDS)}: give every kind a label.")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -47,7 +53,7 @@ WALK_MAX_NEW_TOKENS = 64
 DEVICE_TREE = TreeSettings.for_device(gpu.model_device())
 
 
-# The copy proposer (gumiho.copying) drafts beside the drafter unless the user turns
+# The copy proposer (gumiho.proposers.copying) drafts beside the drafter unless the user turns
 # it off: measured on the six prompt sets, it pays where answers repeat their context
 # (summaries, code, worked maths) and costs under one percent elsewhere (BENCHMARKS.md).
 COPY_DEFAULT = True
@@ -106,7 +112,9 @@ def check_prompt(prompt) -> str:
     return prompt
 
 
-def check_prompt_ids(ids: list[int], context_length: int, model: str) -> list[int]:
+def check_prompt_length(ids: list[int], context_length: int, model: str) -> list[int]:
+    """The demo's limit on the prompt's tokens (and the model's, leaving room for one
+    new token). The ids themselves are checked by the engine (gumiho.decode.check_prompt_ids)."""
     cap = min(MAX_PROMPT_TOKENS, context_length - 1)
     if len(ids) > cap:
         raise GumihoError(

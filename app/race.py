@@ -39,7 +39,7 @@ from gumiho import GumihoError, StepEvent, stream
 
 from .gpu import on_gpu
 from .hub import ModelHub
-from .inputs import Request, check_prompt_ids
+from .inputs import Request, check_prompt_length
 from .render import speedup
 from .tokens import RaceResult, record
 
@@ -234,7 +234,7 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
     progress.phase = "loading"
     res = hub.resolve(req.target_id, req.drafter_kind, req.drafter_path, req.copy)
     target = res.target
-    ids = check_prompt_ids(target.encode(req.prompt), target.context_length, target.name)
+    ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
     try:
         v_events, g_events = timed_race(target, ids, res.drafter, req.settings, stop, progress, scheme, now)
     finally:

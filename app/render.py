@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 from typing import Iterable, Optional
 
+from gumiho import metrics
+
 from . import palette
 from .tokens import DrafterLayout, RaceResult, RunRecord, StepView, TokenView
 
@@ -179,17 +181,17 @@ def render_stats(run: Optional[RunRecord], n_steps: Optional[int] = None, clock:
 
 
 def speedup(result: RaceResult) -> Optional[tuple[float, str]]:
-    """Speedup = vanilla wall time / Gumiho wall time when both produced the same
-    tokens (greedy); with sampling the lengths differ, so compare throughput."""
+    """(speedup, kind) of a finished race, as gumiho.metrics defines both and in its
+    words, so that the page, the /race answer and the benchmark's JSON agree: vanilla
+    wall time / Gumiho wall time when both wrote as many tokens (greedy), else the
+    ratio of tokens/s ("throughput"). None for a stopped or empty race."""
     v, g = result.vanilla, result.gumiho
-    if v.stopped or g.stopped or not v.events or not g.events or g.wall_s <= 0:
+    if v.stopped or g.stopped or not v.events or not g.events:
         return None
-    vs, gs = v.stats(), g.stats()
-    if vs.new_tokens == gs.new_tokens:
-        return v.wall_s / g.wall_s, "wall-time"
-    if vs.tokens_per_s > 0:
-        return gs.tokens_per_s / vs.tokens_per_s, "throughput"
-    return None
+    pair = [(v.stats().new_tokens, v.wall_s, g.stats().new_tokens, g.wall_s)]
+    kind = metrics.speedup_kind(pair)
+    value = metrics.speedup(pair, kind)
+    return (value, kind) if value is not None else None
 
 
 def render_result(result: Optional[RaceResult]) -> str:
@@ -210,7 +212,7 @@ def render_result(result: Optional[RaceResult]) -> str:
     by = gs.accepted_by_head
     names = {"serial": "serial Transformer", "mlp": "MLP heads", "copy": "copied"}
     who = ("; accepted drafts: " + ", ".join(f"{names[h]} {by[h]}" for h in names if by.get(h))) if by else ""
-    if kind == "wall-time":
+    if kind == metrics.SPEEDUP_WALL_TIME:
         detail = (f"{_fmt_s(v.wall_s)} vanilla vs {_fmt_s(g.wall_s)} Gumiho for the same {vs.new_tokens} tokens; "
                   f"tau {gs.tau:.2f}{who}")
     else:
@@ -219,7 +221,7 @@ def render_result(result: Optional[RaceResult]) -> str:
     word = "faster" if value >= 1 else "slower"
     shown = value if value >= 1 else 1 / value
     same = ""
-    if result.temperature == 0 and kind == "wall-time":
+    if result.temperature == 0 and kind == metrics.SPEEDUP_WALL_TIME:
         same = (" The two texts are identical token for token, as they must be." if v.events and
                 [t for e in v.events for t in e.tokens] == [t for e in g.events for t in e.tokens]
                 else " The two texts differ: please report this, greedy speculative decoding must match vanilla.")

@@ -18,7 +18,7 @@ from .access import Access
 from .figures import default_head, head_colour, node_heads, proposer, tree_figure
 from .gpu import on_gpu
 from .hub import ModelHub
-from .inputs import DEVICE_TREE, WALK_MAX_NEW_TOKENS, Request, check_prompt_ids, parse_request
+from .inputs import DEVICE_TREE, WALK_MAX_NEW_TOKENS, Request, check_prompt_length, parse_request
 from .render import esc, render_steps, visible
 from .tokens import DrafterLayout, StepView, step_views
 
@@ -150,7 +150,7 @@ def _piece(tok, ctx: list[int], token: int) -> str:
 def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = None) -> Walk:
     res = hub.resolve(req.target_id, req.drafter_kind, req.drafter_path, req.copy)
     target, drafter = res.target, res.drafter
-    ids = check_prompt_ids(target.encode(req.prompt), target.context_length, target.name)
+    ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
     settings: GenerationSettings = req.settings
     events = list(stream(target, ids, drafter, settings, stop=stop, keep_trees=True))
     tok = target.tokenizer

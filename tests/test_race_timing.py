@@ -15,6 +15,8 @@ import threading
 import time
 from types import SimpleNamespace
 
+from gumiho.proposers import Head, Proposer
+
 import pytest
 import torch
 
@@ -188,7 +190,15 @@ def fake_streams(machine, vanilla_fails_at=None):
 
 FAKE_TARGET = SimpleNamespace(name="fake", context_length=4096, tokenizer=Bytes(),
                               encode=lambda prompt: list(prompt.encode("utf-8")))
-FAKE_DRAFTER = SimpleNamespace(cfg=SimpleNamespace(serial_positions=2, max_depth=3, kind="gumiho"))
+class _FakeDrafter(Proposer):
+    """Names the heads of a gumiho drafter with 2 serial positions out of 3; never drafts
+    (the fake stream below stands in for decoding)."""
+
+    name = "gumiho"
+    heads = (Head("serial", "serial Transformer", (1, 2)), Head("mlp", "MLP heads", (3,)))
+
+
+FAKE_DRAFTER = _FakeDrafter()
 FAKE_HUB = SimpleNamespace(resolve=lambda *a, **k: Resolved(FAKE_TARGET, FAKE_DRAFTER, True, "", "fake drafter"))
 
 

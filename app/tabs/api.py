@@ -1,0 +1,51 @@
+"""The ``/race`` endpoint: one race, answered as JSON (app.race.summary), for
+clients of the API rather than the page."""
+from __future__ import annotations
+
+import threading
+
+import gradio as gr
+
+from ..hub import ModelHub
+from ..inputs import COPY_DEFAULT, DEVICE_TREE, parse_request
+from ..race import compute_race, error_summary, on_model_thread, summary, until_ready
+from .shared import CONCURRENCY, GENERATE, friendly
+
+
+def add_api(hub: ModelHub) -> None:
+    """Register ``/race`` on the Blocks being built."""
+
+    # A function of its own, not a bound one: Gradio reads the endpoint's parameters,
+    # their types and defaults, and its description from this signature and docstring.
+    async def race_api(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
+                       seed: int = 0, tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.top_k,
+                       tree_nodes: int = DEVICE_TREE.total_tokens, drafter: str = "gumiho", target: str = "",
+                       drafter_path: str = "", tree_cost_aware: bool = DEVICE_TREE.cost_aware,
+                       copy_from_context: bool = COPY_DEFAULT) -> dict:
+        """Run vanilla and Gumiho decoding of one prompt, timed in alternation (each on its own clock: the
+        sum of its own steps), and return both texts with their statistics (tau, tokens/s, target forwards,
+        wall time) and the speedup; for Gumiho also acceptance by draft position (unconditional,
+        conditional, and the part copied from the context). With tree_cost_aware, tree_nodes is the
+        most drafted tokens a step verifies. With copy_from_context, the copy proposer drafts beside the drafter (tokens that
+        followed the same words earlier in the prompt or the answer)."""
+        return await api_race(hub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k,
+                              tree_nodes, drafter, target, drafter_path, tree_cost_aware, copy_from_context)
+
+    gr.api(race_api, api_name="race", concurrency_id=GENERATE, concurrency_limit=CONCURRENCY)
+
+
+async def api_race(hub: ModelHub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,
+                   drafter, target, drafter_path, tree_cost_aware, copy_from_context=None) -> dict:
+    """The /race endpoint's work. Async so that a client's cancel reaches it (an
+    asyncio cancellation at the await), and with it the model thread: the job leaves
+    its queue, or the running generation stops at its next step."""
+    try:
+        req = parse_request(prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,
+                            drafter, target, drafter_path, cost_aware=tree_cost_aware, access=hub.access,
+                            copy=copy_from_context)
+        if not req.target_id:
+            await until_ready(hub)
+        stop = threading.Event()
+        return summary(await on_model_thread(lambda: compute_race(hub, req, stop), hub.submit, stop), prompt)
+    except Exception as e:
+        return error_summary(friendly(e), prompt)

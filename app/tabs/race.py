@@ -1,0 +1,320 @@
+"""The Race tab: the prompt and the settings, vanilla and Gumiho decoding of it side
+by side, every token coloured by the head that drafted it, and the live figures.
+
+A run is a chain of four events: :func:`start_race` checks the request,
+:func:`race_compute` times both decoders on the model thread (app/race.py),
+:func:`race_replay` replays the two columns with their recorded timestamps, and
+:func:`end_race` restores the buttons.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import gradio as gr
+
+from gumiho import CopySettings
+
+from .. import figures
+from ..access import Access
+from ..hub import ModelHub
+from ..inputs import COPY_DEFAULT, DEVICE_TREE, MAX_NEW_TOKENS, MAX_TREE_DEPTH, MAX_TREE_NODES, MAX_TREE_TOP_K, \
+    parse_request
+from ..race import RUNS, TIMING_NOTE, Control, Progress, compute_race, in_background, replay_frames, until_ready
+from ..render import render_banner, render_legend, render_result, render_run, render_stats
+from ..tokens import DrafterLayout, RaceResult
+from .shared import CONCURRENCY, GENERATE, Session, bound, fail, placeholder
+
+METRICS = """
+**The numbers, exactly.** *tau* = new tokens / target forward passes (the prompt's prefill counts as one
+forward that produced one token; vanilla has tau = 1). *Acceptance at position d* (bars) = share of verify
+steps whose accepted draft length is ≥ d; *conditional acceptance* (line) = that share divided by the share
+at d−1. *Speedup* = vanilla wall time / Gumiho wall time for the same tokens of the same prompt, both timed
+in this process.
+"""
+
+
+@dataclass
+class RaceTab:
+    """The tab's components. The walkthrough reads the settings (drafter, tree, other
+    model, copying) from here, and the status poll enables Run and refreshes the menu."""
+
+    prompt: gr.Textbox
+    run_btn: gr.Button
+    stop_btn: gr.Button
+    max_new: gr.Slider
+    temperature: gr.Slider
+    top_p: gr.Slider
+    seed: gr.Number
+    depth: gr.Slider
+    top_k: gr.Slider
+    budget: gr.Slider
+    cost_aware: gr.Checkbox
+    drafter: gr.Dropdown
+    copy_box: gr.Checkbox
+    target_id: gr.Textbox
+    drafter_path: gr.Textbox
+    status: gr.HTML
+    legend: gr.HTML
+    ghosts: gr.Checkbox
+    v_stats: gr.HTML
+    v_html: gr.HTML
+    g_stats: gr.HTML
+    g_html: gr.HTML
+    result_html: gr.HTML
+    acc_plot: gr.Plot
+    hist_plot: gr.Plot
+    speed_plot: gr.Plot
+
+
+def add_race_tab(hub: ModelHub, session: Session, examples: list[str], ready: bool) -> RaceTab:
+    """The tab, inside the Blocks' Tabs; ``ready``: whether the model is loaded already."""
+    with gr.Tab("Race", id="race"):
+        tab = _components(hub, examples, ready)
+    _wire(tab, hub, session)
+    return tab
+
+
+def _components(hub: ModelHub, examples: list[str], ready: bool) -> RaceTab:
+    with gr.Row(equal_height=True):
+        prompt = gr.Textbox(label="Prompt", lines=3, max_lines=8, scale=5, elem_id="gm-prompt",
+                            value=examples[0], placeholder="Ask the model something…")
+        with gr.Column(scale=1, min_width=150):
+            run_btn = gr.Button("Run the race", variant="primary", interactive=ready, elem_id="gm-run")
+            stop_btn = gr.Button("Stop", variant="stop", interactive=False, elem_id="gm-stop")
+    gr.Examples(examples=[[p] for p in examples], inputs=[prompt], label="Example prompts")
+    with gr.Accordion("Settings", open=False):
+        with gr.Row():
+            max_new = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens")
+            temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
+            top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
+            # No minimum here: the framework's own check of it would end the run's chain of
+            # events midway and leave the page waiting; parse_request says what is wrong.
+            seed = gr.Number(0, precision=0, label="Seed (sampling)")
+        with gr.Row():
+            depth = gr.Slider(1, MAX_TREE_DEPTH, value=DEVICE_TREE.depth, step=1, label="Tree depth")
+            top_k = gr.Slider(1, MAX_TREE_TOP_K, value=DEVICE_TREE.top_k, step=1,
+                              label="Tree top-k (branching of the serial steps)")
+            budget = gr.Slider(1, MAX_TREE_NODES, value=DEVICE_TREE.total_tokens, step=1,
+                               label="Tree node budget (drafted tokens per step; "
+                                     "the most per step when sized by cost)")
+            cost_aware = gr.Checkbox(DEVICE_TREE.cost_aware, label="Size trees by measured cost",
+                                     info="Each step verifies only the drafted tokens likely enough "
+                                          "to pay for the longer verify forward on this machine",
+                                     elem_id="gm-cost-aware")
+            drafter = gr.Dropdown(choices=hub.drafter_choices(), value="gumiho", label="Drafter",
+                                  elem_id="gm-drafter")
+            copy_box = gr.Checkbox(COPY_DEFAULT, label="Copy from the context (green)",
+                                   info="A third guesser: where the last tokens occurred earlier in "
+                                        "the prompt or the answer, it proposes what followed them "
+                                        "there, verified with the drafter's guesses",
+                                   elem_id="gm-copy")
+        gr.Markdown("On a CPU extra tree nodes cost verify time, by an amount that depends on the CPU; "
+                    "sized by cost, each step keeps a drafted token only when its chance of being "
+                    "accepted pays for that time, as timed on this machine (once, a few seconds). On a "
+                    "GPU trees of ~60 nodes cost little more than one token. "
+                    "With temperature > 0 the two columns sample "
+                    "different texts from the same distribution; at 0 they are identical.")
+    with gr.Accordion("Advanced: another target model", open=False):
+        gr.Markdown(advanced_note(hub.access))
+        with gr.Row():
+            target_id = gr.Textbox(label="Target model id or folder (empty = default)", max_lines=1)
+            drafter_path = gr.Textbox(label="Drafter folder (config.json + model.safetensors)", max_lines=1)
+    status = gr.HTML("", elem_id="gm-status")
+    gr.Markdown(TIMING_NOTE)
+    with gr.Row():
+        first_legend = DrafterLayout(copy=CopySettings().max_tokens if COPY_DEFAULT else 0)
+        legend = gr.HTML(render_legend(first_legend), elem_id="gm-legend")
+        ghosts = gr.Checkbox(False, label="Show rejected drafts (struck-through ghosts)", elem_id="gm-ghosts",
+                             scale=0, min_width=260)
+    with gr.Row(equal_height=False):
+        with gr.Column():
+            gr.HTML('<div class="gm-col-title">Vanilla decoding: one target forward per token</div>')
+            v_stats = gr.HTML(render_stats(None), elem_id="gm-vanilla-stats")
+            v_html = gr.HTML(placeholder("Vanilla output appears here."), elem_id="gm-vanilla",
+                             elem_classes=["gm-tokens"])
+        with gr.Column():
+            gr.HTML('<div class="gm-col-title">Gumiho speculative decoding: a draft tree per target forward</div>')
+            g_stats = gr.HTML(render_stats(None), elem_id="gm-gumiho-stats")
+            g_html = gr.HTML(placeholder("Gumiho output appears here, coloured by the head that drafted each "
+                                         "token."), elem_id="gm-gumiho", elem_classes=["gm-tokens"])
+    result_html = gr.HTML("", elem_id="gm-result")
+    with gr.Row():
+        acc_plot = gr.Plot(figures.acceptance_figure(None, None), label="Acceptance by position",
+                           elem_id="gm-acc-plot")
+        hist_plot = gr.Plot(figures.accepted_length_figure(None, None), label="Accepted length",
+                            elem_id="gm-hist-plot")
+    speed_plot = gr.Plot(figures.speed_figure([], []), label="Speed", elem_id="gm-speed-plot")
+    gr.Markdown(METRICS)
+    return RaceTab(prompt, run_btn, stop_btn, max_new, temperature, top_p, seed, depth, top_k, budget, cost_aware,
+                   drafter, copy_box, target_id, drafter_path, status, legend, ghosts, v_stats, v_html, g_stats,
+                   g_html, result_html, acc_plot, hist_plot, speed_plot)
+
+
+def _wire(t: RaceTab, hub: ModelHub, session: Session) -> None:
+    race_inputs = [t.ghosts, t.prompt, t.max_new, t.temperature, t.top_p, t.seed, t.depth, t.top_k, t.budget,
+                   t.drafter, t.target_id, t.drafter_path, t.cost_aware, t.copy_box]
+    replay_outputs = [t.v_html, t.g_html, t.v_stats, t.g_stats, t.result_html, t.acc_plot, t.hist_plot,
+                      t.speed_plot, t.status]
+    (t.run_btn.click(bound(start_race, hub), inputs=race_inputs,
+                     outputs=[session.run_id, session.request, t.run_btn, t.stop_btn, t.status, t.v_html, t.g_html,
+                              t.v_stats, t.g_stats, t.result_html],
+                     # Queued (with no limit: it does no model work) so that its message can be a toast too.
+                     concurrency_limit=None, show_progress="hidden", api_visibility="undocumented")
+     .then(bound(race_compute, hub), inputs=[session.run_id, session.request],
+           outputs=[session.race, t.status, t.legend], concurrency_id=GENERATE, concurrency_limit=CONCURRENCY,
+           show_progress="minimal", api_visibility="undocumented")
+     .then(race_replay, inputs=[session.run_id, session.race], outputs=replay_outputs, concurrency_limit=None,
+           show_progress="hidden", api_visibility="undocumented")
+     .then(bound(end_race, hub), inputs=[session.run_id], outputs=[t.run_btn, t.stop_btn], queue=False,
+           show_progress="hidden", api_visibility="undocumented"))
+    t.stop_btn.click(stop_race, inputs=[session.run_id], outputs=[t.status], queue=False, show_progress="hidden",
+                     api_visibility="undocumented")
+    t.ghosts.change(toggle_ghosts, inputs=[t.ghosts, session.run_id, session.race], outputs=[t.g_html],
+                    queue=False, show_progress="hidden", api_visibility="undocumented")
+
+
+def advanced_note(access: Access) -> str:
+    """What the advanced box takes: on a public deployment, only what its operator lists."""
+    if access.public:
+        extra = " Folders on this server are accepted too." if access.local_paths else ""
+        return ("This public demo loads only the models it lists: " + ", ".join(f"`{n}`" for n in access.listed())
+                + " (a paper's pair brings its drafter; the hub models need a GPU in practice)." + extra
+                + " Run the app on your own machine (`python app.py`) to try any model.")
+    return ("Any Hugging Face causal LM with full attention (Llama, Qwen2, SmolLM, Mistral…): a hub id (needs the "
+            "Hub to be reachable, or the model already downloaded), a local folder, or a name of the registry "
+            "(such as `amd/Gumiho-vicuna-7b`, which brings its drafter). Give the folder of a drafter trained for it "
+            "with `python -m gumiho.train`; without one, a random drafter is used.")
+
+
+# ----------------------------------------------------------------------------- the run's events
+
+
+def start_race(hub: ModelHub, show_rejected, prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v,
+               budget_v, kind_v, target_v, drafter_path_v, cost_aware_v=None, copy_v=None):
+    """Checks the request (and is the only step that reads the controls: should
+    the web framework's own check of a control fail here, nothing has been
+    disabled yet, so the page stays usable). A bad request ends the run here
+    with its message, and the steps after it only restore the buttons: Run is
+    disabled until they have (end_race), so a click in between cannot start a
+    run whose buttons the refused run's last step would then reset."""
+    try:
+        req = parse_request(prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v, kind_v,
+                            target_v, drafter_path_v, cost_aware=cost_aware_v, access=hub.access, copy=copy_v)
+    except Exception as e:
+        return ("", None, gr.Button(interactive=False), gr.skip(), fail(e)) + (gr.skip(),) * 5
+    rid = RUNS.new(show_rejected)
+    return (rid, req, gr.Button(interactive=False), gr.Button(interactive=True),
+            render_banner("Waiting for a free slot (one generation runs at a time)…", "info"),
+            "", "", render_stats(None), render_stats(None), "")
+
+
+async def race_compute(hub: ModelHub, rid, req):
+    if req is None:  # refused by start_race, which said why
+        yield None, gr.skip(), gr.skip()
+        return
+    ctl = RUNS.get(rid) or Control()
+    try:
+        if not req.target_id and not hub.wait_ready(0):
+            yield None, render_banner("Waiting for the model to finish loading…", "loading"), gr.skip()
+            await until_ready(hub)
+        progress = Progress()
+        result = None
+        async for item in in_background(lambda: compute_race(hub, req, ctl.stop, progress), hub.submit,
+                                        stop=ctl.stop):
+            if item is None:
+                yield None, render_banner(progress.text(), "loading"), gr.skip()
+            else:
+                result = item
+    except Exception as e:  # every failure becomes a message; the app keeps serving
+        yield None, fail(e), gr.skip()
+        return
+    note = ("Replaying both runs side by side with their recorded timestamps…" if not result.vanilla.stopped
+            else "Stopped.")
+    yield result, render_banner(note, "info"), render_legend(result.gumiho.layout)
+
+
+def race_replay(rid, result: Optional[RaceResult]):
+    if result is None:
+        yield (gr.skip(),) * 9
+        return
+    ctl = RUNS.get(rid) or Control()
+    g_note = result.notes[0] if result.notes else ""
+    if result.drafter_note:
+        g_note += " — " + result.drafter_note
+    v, g = result.vanilla, result.gumiho
+    if v.stopped and not g.events:
+        g_note = "Not run: stopped before Gumiho's turn."
+    try:
+        yield from _replay(result, ctl, g_note)
+    except Exception as e:  # the steps after this one still run and restore the buttons
+        yield (gr.skip(),) * 8 + (fail(e),)
+
+
+def _replay(result: RaceResult, ctl: Control, g_note: str):
+    v, g = result.vanilla, result.gumiho
+    for fr in replay_frames(result, ctl.stop):
+        if fr.stopped:
+            end = render_stopped(fr.clock)
+        else:
+            end = render_result(result) if fr.final else ""
+        out = [render_run(v, fr.n_vanilla), render_run(g, fr.n_gumiho, ctl.show_rejected),
+               render_stats(v, fr.n_vanilla, fr.clock, _state_note(v, fr.n_vanilla, fr)),
+               render_stats(g, fr.n_gumiho, fr.clock, g_note), end]
+        if fr.plots:
+            g_stats_now = g.stats(fr.n_gumiho)
+            out += [figures.acceptance_figure(g_stats_now, g.layout),
+                    figures.accepted_length_figure(g_stats_now, g.layout),
+                    figures.speed_figure(v.series(fr.n_vanilla), g.series(fr.n_gumiho), result.duration)]
+        else:
+            out += [gr.skip(), gr.skip(), gr.skip()]
+        if fr.final:
+            out.append(render_banner(_final_note(result, fr), "ready" if not fr.stopped else "info"))
+        else:
+            out.append(render_banner(f"Replaying with the recorded timestamps: {fr.clock:.1f} s of "
+                                     f"{result.duration:.1f} s", "info"))
+        yield tuple(out)
+
+
+def end_race(hub: ModelHub, rid):
+    RUNS.end(rid)
+    return gr.Button(interactive=hub.ready or hub.state == "error"), gr.Button(interactive=False)
+
+
+def stop_race(rid):
+    RUNS.stop(rid)
+    return render_banner("Stopping both columns…", "info")
+
+
+def toggle_ghosts(show, rid, result: Optional[RaceResult]):
+    ctl = RUNS.get(rid)
+    if ctl is not None:  # a run is in flight: its replay picks the toggle up
+        ctl.show_rejected = bool(show)
+        return gr.skip()
+    if result is None or not result.gumiho.events:
+        return gr.skip()
+    return render_run(result.gumiho, None, bool(show))
+
+
+# ----------------------------------------------------------------------------- the replay's words
+
+
+def _state_note(run, n, frame) -> str:
+    if frame.final and not frame.stopped:
+        return f"finished ({run.finish_reason})" if run.finish_reason else ""
+    return "done" if n >= len(run.events) and run.events else ""
+
+
+def render_stopped(clock: float) -> str:
+    return f'<div class="gm-result stopped">Replay stopped at {clock:.1f} s.</div>'
+
+
+def _final_note(result: RaceResult, frame) -> str:
+    if frame.stopped:
+        return "Replay stopped."
+    if result.vanilla.stopped and not result.gumiho.events:
+        return "Stopped while vanilla decoding was timed: its column shows what it produced; Gumiho did not run."
+    if result.vanilla.stopped or result.gumiho.stopped:
+        return "Stopped: both columns show what was produced until then."
+    return ("Done. Both decoders were timed in alternation, each on its own clock, and replayed with those "
+            "timestamps. Toggle 'Show rejected drafts' to see what the drafter guessed and the target threw away.")

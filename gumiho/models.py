@@ -24,8 +24,9 @@ _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 # Installed from a wheel, the shipped files are the package's own gumiho/assets
 # (pyproject.toml); in a clone (and an editable install) they are the repository's assets/.
-ASSETS_DIR = next((d for d in (os.path.join(_PACKAGE, "assets"), os.path.join(os.path.dirname(_PACKAGE), "assets"))
-                   if os.path.isdir(d)), os.path.join(os.path.dirname(_PACKAGE), "assets"))
+_INSTALLED_ASSETS = os.path.join(_PACKAGE, "assets")
+ASSETS_DIR = (_INSTALLED_ASSETS if os.path.isdir(_INSTALLED_ASSETS)
+              else os.path.join(os.path.dirname(_PACKAGE), "assets"))
 SHIPPED_DRAFTERS = os.path.join(ASSETS_DIR, "drafters")
 
 

@@ -324,7 +324,8 @@ def prompt_list(g, target, args):
     if not args.prompts:
         return [target.encode(PROMPT)]
     bench = import_module(g.__name__ + ".bench")
-    return [bench._prompt_ids(target, p) for p in bench.load_prompts(args.prompts, limit=args.limit)]
+    ids_of = getattr(bench, "prompt_ids", None) or bench._prompt_ids  # the private name in older packages
+    return [ids_of(target, p) for p in bench.load_prompts(args.prompts, limit=args.limit)]
 
 
 def main():

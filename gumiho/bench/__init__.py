@@ -36,9 +36,6 @@ from .prompts import Prompt, load_prompts, prompt_ids
 from .runner import TABLE_POSITIONS, BenchSettings, run_benchmark
 from .table import format_table
 
-# The old private name, for callers that have not switched to prompt_ids yet.
-_prompt_ids = prompt_ids
-
 __all__ = ["BenchSettings", "COPY_METHODS", "DRAFTER_FLAGS", "DRAFTER_METHODS", "HFGenerate", "HF_LOOKUP_TOKENS",
            "HF_METHODS", "METHODS", "Prompt", "SPECULATIVE_METHODS", "TABLE_POSITIONS", "build_parser",
            "format_table", "load_prompts", "main", "parse_methods", "prompt_ids", "registry_lookup",

@@ -112,7 +112,8 @@ def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[Drafter
     if 0 < s < drafted:
         fig.layout["shapes"].append({"type": "line", "x0": s + 0.5, "x1": s + 0.5, "y0": 0, "y1": 1, "yref": "paper",
                                      "line": {"color": "#999", "dash": "dot"}})
-        for x, text, head in (((1 + s) / 2, "serial", "serial"), ((s + 1 + drafted) / 2, "MLP heads", "mlp")):
+        for x, text, head in (((1 + s) / 2, lay.label_of("serial"), "serial"),
+                              ((s + 1 + drafted) / 2, lay.label_of("mlp"), "mlp")):
             fig.layout["annotations"].append({"x": x, "y": 1.07, "text": text, "showarrow": False,
                                               "font": {"color": palette.plot_colour(head, 0, 1)}})
     if not steps:

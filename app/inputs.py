@@ -23,6 +23,7 @@ DRAFTER_LABELS = {
     "serial": "All-serial (EAGLE-like)",
     "parallel": "All-parallel (Medusa-like)",
     "eagle": "EAGLE-2 (one layer, all serial)",
+    "eagle3": "EAGLE-3 (fused target layers)",
 }
 # A kind the library gains must get its words here before the menu can show it
 # (a missing label would fail only when someone picked that drafter).

@@ -44,7 +44,7 @@ def visible(text: str) -> str:
 
 def head_name(head: str, position: int, layout: Optional[DrafterLayout]) -> str:
     if head == "serial":
-        return f"serial Transformer (step {position})"
+        return f"{(layout or DrafterLayout()).label_of('serial')} (step {position})"
     if head == "mlp":
         first_mlp = (layout.serial_positions if layout else 0)
         return f"MLP head {position - first_mlp}"
@@ -135,17 +135,15 @@ def render_legend(layout: Optional[DrafterLayout]) -> str:
     if layout is None:
         return ""
     items = []
-    s, depth = layout.serial_positions, layout.max_depth
-    if s:
-        sw = "".join(_swatch("serial", d, layout) for d in range(1, s + 1))
-        items.append(f'<span class="lg-group"><b>Serial Transformer</b> {sw}</span>')
-    if depth > s:
-        sw = "".join(_swatch("mlp", d, layout) for d in range(s + 1, depth + 1))
-        items.append(f'<span class="lg-group"><b>Parallel MLP heads</b> {sw}</span>')
-    if layout.copy:
-        items.append(f'<span class="lg-group"><b>Copied</b> <span class="sw h-copy" style="background:'
-                     f'{palette.COPY_BG}" title="a run of tokens found earlier in the prompt or the answer">'
-                     f'copy</span> from the context</span>')
+    for head in layout.named_heads:  # in the proposer's order, in its words
+        name = esc(head.label[:1].upper() + head.label[1:])
+        if head.family == "copy":
+            items.append(f'<span class="lg-group"><b>{name}</b> <span class="sw h-copy" style="background:'
+                         f'{palette.COPY_BG}" title="a run of tokens found earlier in the prompt or the answer">'
+                         f'copy</span></span>')
+        else:
+            sw = "".join(_swatch(head.family, d, layout) for d in head.positions)
+            items.append(f'<span class="lg-group"><b>{name}</b> {sw}</span>')
     items.append('<span class="lg-group"><span class="sw h-target">bonus</span> the target\'s own token</span>')
     items.append('<span class="lg-group"><s class="ghost sw-ghost">ghost</s> rejected draft (toggle below)</span>')
     return ('<div class="gm-legend"><span class="lg-title">Colour = who guessed the token; '
@@ -210,8 +208,9 @@ def render_result(result: Optional[RaceResult]) -> str:
     value, kind = sp
     vs, gs = v.stats(), g.stats()
     by = gs.accepted_by_head
-    names = {"serial": "serial Transformer", "mlp": "MLP heads", "copy": "copied"}
-    who = ("; accepted drafts: " + ", ".join(f"{names[h]} {by[h]}" for h in names if by.get(h))) if by else ""
+    lay = g.layout or DrafterLayout()
+    who = ("; accepted drafts: " + ", ".join(f"{lay.label_of(h)} {by[h]}" for h in ("serial", "mlp", "copy")
+                                             if by.get(h))) if by else ""
     if kind == metrics.SPEEDUP_WALL_TIME:
         detail = (f"{_fmt_s(v.wall_s)} vanilla vs {_fmt_s(g.wall_s)} Gumiho for the same {vs.new_tokens} tokens; "
                   f"tau {gs.tau:.2f}{who}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from gumiho import StepEvent, summarize
-from gumiho.proposers import CopyDrafter, Head, as_proposer
+from gumiho.proposers import HEAD_LABELS as DEFAULT_HEAD_LABELS, CopyDrafter, Head, as_proposer
 
 REPLACEMENT = "\ufffd"  # what decode() gives for an incomplete UTF-8 sequence
 MAX_PENDING = 4  # a UTF-8 character spans at most 4 bytes, so at most 4 byte tokens
@@ -120,6 +120,29 @@ class DrafterLayout:
                 if h.family == "serial":
                     serial = max(serial, max(h.positions, default=0))
         return cls(serial, depth, learned.name if learned is not None else "copy", copy, proposer.heads)
+
+    @property
+    def named_heads(self) -> tuple[Head, ...]:
+        """The heads as the proposer names them, or, for a layout given by its counts
+        alone, the default words for each family's positions."""
+        if self.heads:
+            return self.heads
+        out = []
+        if self.serial_positions:
+            out.append(Head("serial", DEFAULT_HEAD_LABELS["serial"], tuple(range(1, self.serial_positions + 1))))
+        if self.max_depth > self.serial_positions:
+            out.append(Head("mlp", DEFAULT_HEAD_LABELS["mlp"],
+                            tuple(range(self.serial_positions + 1, self.max_depth + 1))))
+        if self.copy:
+            out.append(Head("copy", DEFAULT_HEAD_LABELS["copy"], tuple(range(1, self.copy + 1))))
+        return tuple(out)
+
+    def label_of(self, family: str) -> str:
+        """The legend's words for the head of ``family`` ("serial", "mlp", "copy")."""
+        for head in self.named_heads:
+            if head.family == family:
+                return head.label
+        return DEFAULT_HEAD_LABELS.get(family, family)
 
     @property
     def depth(self) -> int:

@@ -204,7 +204,9 @@ def _heads(s: WalkStep, lay: DrafterLayout) -> list[str]:
     return s.heads if len(s.heads) == len(s.depths) else node_heads(None, s.depths, lay)
 
 
-FAMILY_NAMES = {"serial": "the serial Transformer", "mlp": "the MLP heads", "copy": "copies from the context"}
+def family_name(family: str, lay: DrafterLayout) -> str:
+    """Who proposed a token, in the proposer's words, as a sentence names it."""
+    return "copies from the context" if family == "copy" else "the " + lay.label_of(family)
 
 
 def step_header(walk: Walk, i: int) -> str:
@@ -214,7 +216,7 @@ def step_header(walk: Walk, i: int) -> str:
     n = len(walk.steps)
     acc = s.accepted_length
     if acc:
-        who = " and ".join(FAMILY_NAMES.get(h, h) for h in dict.fromkeys(heads[j] for j in s.accepted))
+        who = " and ".join(family_name(h, lay) for h in dict.fromkeys(heads[j] for j in s.accepted))
         kept = f"accepted the first <b>{acc}</b> drafted token{'s' if acc > 1 else ''} (from {who})"
     else:
         kept = "accepted <b>none</b> of the drafted tokens"
@@ -229,7 +231,7 @@ def step_header(walk: Walk, i: int) -> str:
     sized = (f", the best of up to {walk.cost_aware_cap} whose chances of acceptance pay for the longer verify "
              f"forward on this machine" if walk.cost_aware_cap else "")
     deepest = max(s.depths)
-    families = [FAMILY_NAMES.get(h, h) for h in dict.fromkeys(heads[1:])]
+    families = [family_name(h, lay) for h in dict.fromkeys(heads[1:])]
     by = f" by {' and '.join(families)}" if families else ""
     return (f'<div class="walk-head"><b>Verify step {i + 1} of {n}.</b> The drafter proposed a tree of '
             f"<b>{s.drafted}</b> tokens{by} (up to depth {deepest}{sized}) and, by its own probabilities, "

@@ -33,8 +33,24 @@ The same class gives the two ablations of the paper by configuration:
 ``kind="serial"`` (S = 7, M = 0, EAGLE-like) and ``kind="parallel"`` (S = 0, M = 7,
 Medusa-like: every position from the target's own hidden state).
 
+``kind="eagle3"`` is EAGLE-3 (arXiv 2503.01840) as vLLM's ``llama_eagle3`` loader
+defines it: one decoder layer whose attention reads the token's embedding and the
+state side by side (2H wide), the target's low, middle and high layers fused by one
+linear layer, its own final norm and LM head over a reduced draft vocabulary, all
+seven positions serial. At a context position, with ``e = embed(x_{i+1})`` and
+``s = fuse(f_i)``:
+
+    a   = attn(cat(input_layernorm(e), hidden_norm(s)))       (q, k, v read 2H)
+    r   = s + a                  (hidden_norm(s) + a with norm_before_residual)
+    out = r + mlp(post_attention_layernorm(r))
+    logits = lm_head(norm(out))  over the draft vocabulary
+
+and ``out`` (the state before the final norm) is what the next draft position reads
+in place of ``s``. No ``fc`` over [embedding; state]: the layer takes both.
+
 The token embedding and LM head belong to the target and stay frozen; they are
-attached with :meth:`Drafter.attach_target` and are never saved with the drafter.
+attached with :meth:`Drafter.attach_target` and are never saved with the drafter
+(an eagle3 drafter keeps its own LM head and final norm, as EAGLE-3 does).
 """
 from __future__ import annotations
 
@@ -51,7 +67,9 @@ from .cpulinear import linear
 from .checkpoint import compare_shapes, meta_shapes, safetensors_shapes, unreadable
 from .errors import GumihoError
 
-DRAFTER_KINDS = ("gumiho", "serial", "parallel", "eagle")
+DRAFTER_KINDS = ("gumiho", "serial", "parallel", "eagle", "eagle3")
+# Kinds with a final norm and an LM head of their own (over the draft vocabulary).
+OWN_HEAD_KINDS = ("eagle3",)
 
 
 @dataclass
@@ -77,6 +95,11 @@ class DrafterConfig:
     # Target layers whose hidden states are fused into the drafter's input (see the
     # module docstring); None: the final-norm hidden state alone (official checkpoints).
     feature_layers: Optional[tuple] = None
+    # eagle3: the first layer's residual is the normed state (True) or the state itself
+    # (False, vLLM's default for EAGLE-3 checkpoints; speculators' default is True).
+    norm_before_residual: bool = False
+    # Rotary scaling of an imported checkpoint (transformers' rope_scaling: linear or llama3); None: plain.
+    rope_scaling: Optional[dict] = None
     target: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -105,6 +128,8 @@ class DrafterConfig:
             raise GumihoError("A drafter with serial positions needs at least one Transformer layer.")
         if self.num_attention_heads % self.num_key_value_heads:
             raise GumihoError("num_attention_heads must be a multiple of num_key_value_heads.")
+        if self.rope_scaling is not None:
+            _check_rope_scaling(self.rope_scaling)
         if self.feature_layers is not None:
             layers = self.feature_layers
             if (not isinstance(layers, (list, tuple)) or not layers
@@ -112,6 +137,11 @@ class DrafterConfig:
                     or len(set(layers)) != len(layers)):
                 raise GumihoError(f"feature_layers must be distinct layer indices >= 0, got {layers!r}.")
             self.feature_layers = tuple(layers)
+
+    @property
+    def own_head(self) -> bool:
+        """Whether the drafter has its own final norm and LM head (eagle3)."""
+        return self.kind in OWN_HEAD_KINDS
 
     @property
     def feature_width(self) -> int:
@@ -136,6 +166,8 @@ class DrafterConfig:
             rope_theta=float(theta),
         )
         kw.update(kind_layout(kind))
+        if kind in OWN_HEAD_KINDS and "feature_layers" not in overrides:
+            overrides = dict(overrides, feature_layers="default")  # EAGLE-3 reads three fused layers
         if overrides.get("feature_layers") == "default":
             overrides = dict(overrides, feature_layers=default_feature_layers(text_cfg.num_hidden_layers))
         kw.update(overrides)
@@ -156,6 +188,19 @@ class DrafterConfig:
         return "serial" if position <= self.serial_positions else "mlp"
 
 
+def _check_rope_scaling(scaling) -> None:
+    kind = scaling.get("rope_type", scaling.get("type", "default")) if isinstance(scaling, dict) else None
+    if kind not in ROPE_SCALINGS:
+        raise GumihoError(f"Unsupported rope_scaling {scaling!r}: the drafter reads {', '.join(ROPE_SCALINGS)}.")
+    need = {"default": (), "linear": ("factor",),
+            "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}[kind]
+    bad = [k for k in need if isinstance(scaling.get(k), bool) or not isinstance(scaling.get(k), (int, float))
+           or not scaling[k] > 0]
+    if bad or (kind == "llama3" and scaling["high_freq_factor"] <= scaling["low_freq_factor"]):
+        raise GumihoError(f"rope_scaling {scaling!r} needs positive numbers {', '.join(need)} (llama3: high_freq_factor "
+                          f"above low_freq_factor).")
+
+
 _SIZE_FIELDS = (("hidden_size", 1), ("vocab_size", 1), ("serial_positions", 0), ("mlp_heads", 0), ("num_layers", 0),
                 ("num_attention_heads", 1), ("num_key_value_heads", 1), ("head_dim", 1), ("intermediate_size", 1),
                 ("mlp_blocks", 0), ("draft_vocab_size", 1))
@@ -170,6 +215,8 @@ def kind_layout(kind: str) -> dict:
     if kind == "parallel":
         return dict(serial_positions=0, mlp_heads=7, num_layers=0)
     if kind == "eagle":  # EAGLE-2, the baseline the paper compares with: one layer, all serial
+        return dict(serial_positions=7, mlp_heads=0, num_layers=1)
+    if kind == "eagle3":  # EAGLE-3: one layer reading [embedding; fused state], all serial
         return dict(serial_positions=7, mlp_heads=0, num_layers=1)
     raise GumihoError(f"Unknown drafter kind {kind!r}; use one of {DRAFTER_KINDS}.")
 
@@ -197,9 +244,36 @@ class RMSNorm(nn.Module):
         return self.weight * x.to(dtype)
 
 
-def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype):
+ROPE_SCALINGS = ("default", "linear", "llama3")
+
+
+def rope_inv_freq(head_dim: int, theta: float, scaling: Optional[dict] = None, device=None) -> torch.Tensor:
+    """The rotary frequencies theta^(-2j/head_dim), j < head_dim/2, rescaled as a
+    checkpoint's ``rope_scaling`` says (imported drafters for long-context targets):
+
+    * linear (factor f): every frequency / f, i.e. positions read as p / f;
+    * llama3 (factor f, low/high frequency factors l, h, original context C): with
+      wavelength w = 2 pi / freq, a frequency is divided by f where w > C / l (slow
+      components), kept where w < C / h (fast ones), and in between blended,
+      (1 - a) freq / f + a freq, a = (C / w - l) / (h - l)."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if kind == "default":
+        return inv
+    factor = float(scaling["factor"])
+    if kind == "linear":
+        return inv / factor
+    low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+    context = float(scaling["original_max_position_embeddings"])
+    wavelen = 2 * torch.pi / inv
+    blend = ((context / wavelen - low) / (high - low)).clamp(0, 1)
+    mixed = (1 - blend) * inv / factor + blend * inv
+    return torch.where(wavelen > context / low, inv / factor, torch.where(wavelen < context / high, inv, mixed))
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype, scaling: Optional[dict] = None):
     """Rotary tables for integer positions [..., T] -> cos, sin [..., T, head_dim]."""
-    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
+    inv = rope_inv_freq(head_dim, theta, scaling, positions.device)
     ang = positions.float()[..., None] * inv
     emb = torch.cat([ang, ang], dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
@@ -254,13 +328,14 @@ class GrowingKV:
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: DrafterConfig):
+    def __init__(self, cfg: DrafterConfig, in_features: Optional[int] = None):
         super().__init__()
         self.cfg = cfg
         h, nh, nkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        self.q_proj = nn.Linear(h, nh * hd, bias=False)
-        self.k_proj = nn.Linear(h, nkv * hd, bias=False)
-        self.v_proj = nn.Linear(h, nkv * hd, bias=False)
+        d_in = in_features or h  # EAGLE-3's first layer reads 2H
+        self.q_proj = nn.Linear(d_in, nh * hd, bias=False)
+        self.k_proj = nn.Linear(d_in, nkv * hd, bias=False)
+        self.v_proj = nn.Linear(d_in, nkv * hd, bias=False)
         self.o_proj = nn.Linear(nh * hd, h, bias=False)
 
     def forward(self, x, cos, sin, mask, past_kv=None):
@@ -303,6 +378,33 @@ class DecoderLayer(nn.Module):
     def forward(self, x, cos, sin, mask, past_kv=None):
         a, new_kv = self.self_attn(self.input_layernorm(x), cos, sin, mask, past_kv)
         x = x + a
+        x = x + self.mlp(self.post_attention_layernorm(x))
+        return x, new_kv
+
+
+class Eagle3FirstLayer(nn.Module):
+    """EAGLE-3's first decoder layer (module docstring): its input is [embedding;
+    state] side by side, 2H wide, and attention reads both; the residual stream
+    starts from the state. Names as in the EAGLE-3 checkpoints, so that the layouts
+    of gumiho.formats map onto it one to one."""
+
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        h = cfg.hidden_size
+        self.hidden_size = h
+        self.norm_before_residual = cfg.norm_before_residual
+        self.input_layernorm = RMSNorm(h, cfg.rms_norm_eps)  # of the token embedding
+        self.hidden_norm = RMSNorm(h, cfg.rms_norm_eps)  # of the state
+        self.self_attn = Attention(cfg, in_features=2 * h)
+        self.post_attention_layernorm = RMSNorm(h, cfg.rms_norm_eps)
+        self.mlp = SwiGLU(h, cfg.intermediate_size)
+
+    def forward(self, x, cos, sin, mask, past_kv=None):
+        emb, state = x.split(self.hidden_size, dim=-1)
+        normed = self.hidden_norm(state)
+        residual = normed if self.norm_before_residual else state
+        a, new_kv = self.self_attn(torch.cat([self.input_layernorm(emb), normed], dim=-1), cos, sin, mask, past_kv)
+        x = residual + a
         x = x + self.mlp(self.post_attention_layernorm(x))
         return x, new_kv
 
@@ -351,13 +453,18 @@ class Drafter(nn.Module):
         super().__init__()
         self.cfg = cfg
         h = cfg.hidden_size
-        self.fc = nn.Linear(2 * h, h, bias=True)
+        n_draft = cfg.draft_vocab_size or cfg.vocab_size
+        # fc(cat(embedding, state)); eagle3 has none: its first layer reads both.
+        self.fc = None if cfg.own_head else nn.Linear(2 * h, h, bias=True)
         # Fused target features -> one H-wide state (only with feature_layers).
         self.fuse = nn.Linear(cfg.feature_width, h, bias=False) if cfg.feature_layers else None
-        self.layers = nn.ModuleList([DecoderLayer(cfg, i) for i in range(cfg.num_layers)])
+        self.layers = nn.ModuleList([Eagle3FirstLayer(cfg) if cfg.own_head and i == 0 else DecoderLayer(cfg, i)
+                                     for i in range(cfg.num_layers)])
         self.heads = nn.ModuleList([mlp_head(cfg) for _ in range(cfg.mlp_heads)])
+        # eagle3's own final norm and LM head over the draft vocabulary.
+        self.norm = RMSNorm(h, cfg.rms_norm_eps) if cfg.own_head else None
+        self.lm_head = nn.Linear(h, n_draft, bias=False) if cfg.own_head else None
         # Restricted draft vocabulary: ids of the tokens the drafter may propose.
-        n_draft = cfg.draft_vocab_size or cfg.vocab_size
         self.register_buffer("draft_vocab_ids", torch.arange(n_draft, dtype=torch.long), persistent=True)
         # The target's frozen pieces, attached later and never saved with the drafter.
         self._embed: Optional[nn.Embedding] = None
@@ -401,12 +508,35 @@ class Drafter(nn.Module):
         bytes per draft step). Kept in step with set_draft_vocab and .to()."""
         if self._lm_head_weight is not None:
             rows = self._lm_head_weight[self.draft_vocab_ids.to(self._lm_head_weight.device)]
-            self._draft_head_weight = rows.to(self.fc.weight.dtype).contiguous()
+            self._draft_head_weight = rows.to(self.weight_dtype).contiguous()
 
     def _apply(self, fn, *args, **kwargs):
         out = super()._apply(fn, *args, **kwargs)
         self._refresh_draft_head()
         return out
+
+    @property
+    def weight_dtype(self) -> torch.dtype:
+        """The dtype the drafter computes in (its first parameter's)."""
+        return next(self.parameters()).dtype
+
+    @property
+    def weight_device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def init_own_head(self, target_model) -> None:
+        """An eagle3 drafter's final norm and LM head started from the target's: its
+        final norm's weight, and the rows of its LM head for the draft vocabulary (a
+        drafter whose output matched the target's last residual state would then give
+        the target's logits)."""
+        if not self.cfg.own_head:
+            return
+        self._require_target()
+        with torch.no_grad():
+            self.lm_head.weight.copy_(self._lm_head_weight[self.draft_vocab_ids.to(self._lm_head_weight.device)])
+            final_norm = getattr(getattr(target_model, "model", None), "norm", None)
+            if final_norm is not None and getattr(final_norm, "weight", None) is not None:
+                self.norm.weight.copy_(final_norm.weight.detach())
 
     def _require_target(self):
         if self._embed is None:
@@ -415,7 +545,7 @@ class Drafter(nn.Module):
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         self._require_target()
         with torch.no_grad():
-            return self._embed(ids).to(self.fc.weight.dtype)
+            return self._embed(ids).to(self.weight_dtype)
 
     def full_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits over the whole vocabulary (training: match the target's distribution)."""
@@ -423,21 +553,39 @@ class Drafter(nn.Module):
         return hidden.to(self._lm_head_weight.dtype) @ self._lm_head_weight.T
 
     def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits over the draft vocabulary only; index into ``draft_vocab_ids``."""
+        """Logits over the draft vocabulary only; index into ``draft_vocab_ids``: the
+        target's LM head rows, or an eagle3 drafter's own norm and LM head."""
         self._require_target()
+        if self.cfg.own_head:
+            return linear(self.norm(hidden.to(self.weight_dtype)), self.lm_head.weight)
         return linear(hidden.to(self._draft_head_weight.dtype), self._draft_head_weight)
+
+    def train_logits(self, pred: torch.Tensor) -> torch.Tensor:
+        """Float32 draft-vocabulary logits of predicted states, with autograd (training)."""
+        if self.cfg.own_head:
+            return self.lm_head(self.norm(pred.to(self.weight_dtype))).float()
+        return pred.float() @ self._draft_head_weight.float().T
 
     def set_draft_vocab(self, ids: torch.Tensor):
         ids = torch.as_tensor(ids, dtype=torch.long).flatten()
+        if self.cfg.own_head:
+            # In id order, as EAGLE-3's offset map (d2t) is usually built: export is then a renaming.
+            ids = ids.sort().values
         self.cfg.draft_vocab_size = int(ids.numel())
-        self.draft_vocab_ids = ids.to(self.fc.weight.device)
+        self.draft_vocab_ids = ids.to(self.weight_device)
+        if self.cfg.own_head and self.lm_head.weight.shape[0] != ids.numel():
+            # A new draft vocabulary is a new LM head (started from the target's rows, when attached).
+            self.lm_head = nn.Linear(self.cfg.hidden_size, int(ids.numel()), bias=False).to(
+                device=self.weight_device, dtype=self.weight_dtype)
         self._refresh_draft_head()
 
     # -- pieces of the forward -------------------------------------------------------
 
     def project(self, hidden: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
-        """fc(cat(embed(x_{i+1}), h_i)): the drafter's input for one position."""
-        return self.fc(torch.cat([self.embed(next_ids), hidden.to(self.fc.weight.dtype)], dim=-1))
+        """fc(cat(embed(x_{i+1}), h_i)): the drafter's input for one position (eagle3:
+        the concatenation itself, 2H wide, which its first layer reads)."""
+        joined = torch.cat([self.embed(next_ids), hidden.to(self.weight_dtype)], dim=-1)
+        return joined if self.fc is None else self.fc(joined)
 
     def fuse_features(self, states: torch.Tensor) -> torch.Tensor:
         """What the target handed over for context positions ([.., feature_width]: the
@@ -446,7 +594,7 @@ class Drafter(nn.Module):
         if states.shape[-1] != self.cfg.feature_width:
             raise GumihoError(f"The drafter expects target states {self.cfg.feature_width} wide "
                               f"(feature_layers={self.cfg.feature_layers}), got {states.shape[-1]}.")
-        states = states.to(self.fc.weight.dtype)
+        states = states.to(self.weight_dtype)
         return self.fuse(states) if self.fuse is not None else states
 
     def project_context(self, states: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
@@ -459,7 +607,7 @@ class Drafter(nn.Module):
         ``past``: per layer, (k, v) of the P earlier positions, or a GrowingKV that
         these positions are appended to. Returns output and per-layer new (k, v) of
         these T positions."""
-        cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta, x.dtype)
+        cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta, x.dtype, self.cfg.rope_scaling)
         new = []
         for i, layer in enumerate(self.layers):
             x, kv = layer(x, cos, sin, mask, None if past is None else past[i])

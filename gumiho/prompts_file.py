@@ -1,7 +1,7 @@
 """The one reader of prompt files, for every command that takes one.
 
 The bench, distillation, the taxonomy and instruction builders' ``--exclude``,
-``gumiho.train.prompts --exclude`` and the scripts all read a user's file here,
+``gumiho.train.sources.prompts --exclude`` and the scripts all read a user's file here,
 so a file is read, and refused, the same way whichever command is given it.
 
 Accepted inputs:

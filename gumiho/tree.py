@@ -78,8 +78,8 @@ class TreeSettings:
         if torch.device(device).type == "cuda":
             # The paper's node budget and depth, with a smaller MLP branching so drafting stays cheap.
             return cls(total_tokens=63, depth=7, serial_top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True, full_tree_tokens=8)
-        # CPU: chosen with scripts/tune_tree.py (shipped SmolLM2 drafter, 2 cores) and
-        # scripts/profile_step.py --verify-sizes. The target's packed float32 products
+        # CPU: chosen with research/tune_tree.py (shipped SmolLM2 drafter, 2 cores) and
+        # research/profile_step.py --verify-sizes. The target's packed float32 products
         # take rows in blocks of about six on an AVX-512 CPU: a verify forward over 3-6
         # tokens costs no more than a one-token forward, over 7-12 tokens some 10% more.
         # So the tree is 6 nodes, root included: 5 drafted, four first-position

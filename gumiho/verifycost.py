@@ -13,7 +13,7 @@ Let the drafted nodes be ranked by path probability q_i, the product of the
 drafter's conditional probabilities along the path from the root (a child's q never
 exceeds its parent's, so the best n nodes always form a tree). Under greedy
 verification node i is accepted exactly when the target's own choices follow its
-whole path. For a calibrated drafter (``scripts/tree_shape.py --calibration``
+whole path. For a calibrated drafter (``research/tree_shape.py --calibration``
 measures it; the shipped ones are) P(node i accepted) ~ q_i, and the accepted length
 is the number of accepted nodes, so verifying the best n nodes gives
 

@@ -1,7 +1,6 @@
 """Tiny random-weight targets and scripted drafters for fast, exact engine tests."""
 from __future__ import annotations
 
-import importlib.util
 import random
 from pathlib import Path
 
@@ -14,14 +13,6 @@ from gumiho.proposers import LearnedProposer, Proposer, ProposerSession
 from gumiho.tree import DraftTree
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def load_script(name: str):
-    """A script of scripts/ (not a package) as a module, for testing its functions."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def tiny_target(family: str = "llama", vocab: int = 96, hidden: int = 32, layers: int = 2, heads: int = 4,

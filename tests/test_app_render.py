@@ -544,7 +544,7 @@ def test_walkthrough_defaults_to_the_papers_tree_with_every_head(gumiho_hub):
     assert all(r[2] == "unchecked" for r in rows[s.accepted_length + 1:])
     assert 'data-max-depth="7"' in table
     head = step_header(walk, i)
-    assert "by the serial Transformer and the MLP heads (up to depth 7" in head
+    assert "by the serial Transformer and the parallel MLP heads (up to depth 7" in head
     fig = step_figure(walk, i)
     assert "<b>M5</b> MLP head 5" in fig.layout["xaxis"]["ticktext"][7]
     assert f"{s.drafted} drafted tokens" in fig.layout["title"]["text"]

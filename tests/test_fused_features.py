@@ -39,7 +39,7 @@ def reference_features(target, seq, layers):
 
 
 @pytest.mark.parametrize("layers", [(1, 2, 4), "default", (4, 0, 2)], ids=["1-2-N", "default", "unsorted-with-0"])
-@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle"])
+@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle", "eagle3"])
 def test_fused_drafter_is_lossless_greedy(target, layers, kind):
     drafter = fused_drafter(target, layers, kind)
     assert drafter.cfg.feature_width == len(drafter.cfg.feature_layers) * 32
@@ -286,23 +286,6 @@ def test_eagle_is_listed_only_once_its_drafter_ships(monkeypatch):
     assert parse_methods("vanilla,eagle") == ["vanilla", "eagle"]
     req = parse_request("Hi", 16.0, 0.0, 1.0, None, 5, 3, 12, DRAFTER_LABELS["eagle"], "", "")
     assert req.drafter_kind == "eagle"
-
-
-def test_profile_step_times_forwards_with_and_without_the_features(target):
-    """scripts/profile_step.py --feature-layers: a fused random drafter's steps, and the
-    target's forwards timed both ways."""
-    import gumiho as g
-    from helpers import load_script
-
-    profile_step = load_script("profile_step")
-    drafter = profile_step.make_drafter(g, target, "gumiho", draft_vocab=64, feature_layers="default")
-    assert profile_step.features_kw(drafter) == {"feature_layers": (1, 2)}
-    settings = TreeSettings(total_tokens=5, depth=3, top_k=2, full_tree=False)
-    times, sizes = profile_step.spec_steps(g, target, drafter, [5, 17, 33, 2, 9], 3, settings)
-    assert len(times["extend"]) == 3 and min(sizes) > 1
-    times, tree_size = profile_step.feature_times(g, target, drafter, [5, 17, 33, 2, 9], settings, (1, 2), rounds=2)
-    assert set(times) == {("one", False), ("one", True), ("tree", False), ("tree", True)} and tree_size == 6
-    assert all(t > 0 for t in times.values())
 
 
 def test_reports_include_eagle_where_the_records_have_it(tmp_path):

@@ -97,3 +97,22 @@ def test_decode_loop_and_proposer_functions_are_short():
                     long.append(f"{rel}:{node.name} ({n} lines)")
     assert long == []
 
+
+
+def test_the_suite_tests_the_package_not_the_research_scripts():
+    """research/ holds finished experiments with their own tests (research/tests): no
+    test of the suite may load a file from there, or the experiments would be
+    load-bearing again; and the package itself never imports from research/."""
+    research = {p.stem for p in (ROOT / "research").glob("*.py")}
+    assert research  # the check below looks at something
+    loads = []
+    for path in sorted((ROOT / "tests").glob("*.py")) + sorted((ROOT / "gumiho").rglob("*.py")):
+        text = path.read_text()
+        tree = ast.parse(text)
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                  and not n.level}
+        by_path = "spec_from_file_location" in text or "runpy" in names  # a file loaded by its path
+        if names & (research | {"research", "scripts"}) or (by_path and path != Path(__file__).resolve()):
+            loads.append(str(path.relative_to(ROOT)))
+    assert loads == []

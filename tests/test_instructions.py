@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from gumiho.errors import GumihoError
-from gumiho.train import instructions
+from gumiho.train.sources import instructions
 from gumiho.prompts_file import read_prompts
-from gumiho.train.taxonomy import shingles
+from gumiho.train.sources.taxonomy import shingles
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

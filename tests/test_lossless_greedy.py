@@ -85,7 +85,7 @@ def test_context_limit_honoured():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle"])
+@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle", "eagle3"])
 def test_real_drafter_random_weights_is_lossless(kind, dtype):
     """Also with a bfloat16 drafter on a float32 target (the CPU default where bf16
     is native): mixed dtypes between drafter and target must not leak into the output."""

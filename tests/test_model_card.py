@@ -1,14 +1,16 @@
 """The model cards are written from the files a drafter folder holds
-(scripts/write_model_card.py): a card must say each stage's own precision and how its
+(python -m gumiho.train.model_card): a card must say each stage's own precision and how its
 run shared the cores, and name every prompt source it was trained on."""
 import json
+import shutil
 from pathlib import Path
 
-from helpers import load_script
+import pytest
 
+from gumiho.train import model_card
+from helpers import ROOT
 
-def _card_module():
-    return load_script("write_model_card")
+SHIPPED = ("smollm2-135m-gumiho", "smollm2-135m-serial", "smollm2-135m-parallel")
 
 
 def _summary(precision: str, steps: int, wall: float) -> dict:
@@ -49,7 +51,7 @@ def test_card_gives_each_stage_its_precision_wall_note_and_sources(tmp_path):
                "licence_note": "and to the questions of https://github.com/instructlab/taxonomy (Apache-2.0)"}]
     folder = _folder(tmp_path, stages, {"s1.json": _summary("bf16", 10, 120.0),
                                         "s2.json": _summary("no", 20, 300.0)})
-    assert _card_module().main([str(folder), "--bench", str(_bench(tmp_path)), "--method", "gumiho"]) == 0
+    assert model_card.main([str(folder), "--bench", str(_bench(tmp_path)), "--method", "gumiho"]) == 0
     card = (folder / "README.md").read_text()
     assert "| precision | stage 1: bf16 autocast, float32 weights and optimizer; stage 2: float32 |" in card
     # stage 2's wall time is the one the listing gives (a resumed run), with its note
@@ -63,7 +65,7 @@ def test_card_of_one_precision_and_no_taxonomy_says_so_once(tmp_path):
               {"summary": "s2.json", "data_note": "(more template prompts)"}]
     folder = _folder(tmp_path, stages, {"s1.json": _summary("bf16", 10, 120.0),
                                         "s2.json": _summary("bf16", 20, 300.0)})
-    assert _card_module().main([str(folder), "--bench", str(_bench(tmp_path)), "--method", "gumiho"]) == 0
+    assert model_card.main([str(folder), "--bench", str(_bench(tmp_path)), "--method", "gumiho"]) == 0
     card = (folder / "README.md").read_text()
     assert "| precision | bf16 autocast, float32 weights and optimizer |" in card
     assert "taxonomy" not in card
@@ -76,16 +78,56 @@ def test_card_budget_takes_a_stage_token_count_where_given(tmp_path):
               {"summary": "s2.json", "data_note": "(more template prompts)", "tokens": 19_500}]
     folder = _folder(tmp_path, stages, {"s1.json": _summary("bf16", 10, 120.0),
                                         "s2.json": _summary("bf16", 20, 300.0)})
-    assert _card_module().main([str(folder), "--bench", str(_bench(tmp_path)), "--method", "gumiho"]) == 0
+    assert model_card.main([str(folder), "--bench", str(_bench(tmp_path)), "--method", "gumiho"]) == 0
     card = (folder / "README.md").read_text()
     assert "| token budget | 29,500 tokens: stage 1 10,000 (1 epoch of 10,000), stage 2 19,500 (1 epoch of 20,000) |" in card
 
 
 def test_card_names_a_cost_aware_tree_by_its_cap_and_mean():
-    card = load_script("write_model_card")
     fixed = dict(total_tokens=5, depth=3, top_k=4, cost_aware=False)
-    assert card.tree_words({"tree": fixed}) == ", draft tree of 5 nodes, top-k 4"
-    assert card.tree_words({"tree": None}) == ""
+    assert model_card.tree_words({"tree": fixed}) == ", draft tree of 5 nodes, top-k 4"
+    assert model_card.tree_words({"tree": None}) == ""
     aware = {"tree": dict(fixed, total_tokens=11, cost_aware=True), "mean_drafted": 5.17}
-    assert card.tree_words(aware) == (", draft tree sized each step by the verify cost measured on this machine, "
-                                      "at most 11 drafted nodes (5.2 per verify step), top-k 4")
+    assert model_card.tree_words(aware) == (", draft tree sized each step by the verify cost measured on this "
+                                            "machine, at most 11 drafted nodes (5.2 per verify step), top-k 4")
+
+
+def test_records_kept_apart_from_the_weights_are_found_or_named(tmp_path, monkeypatch, capsys):
+    """A shipped drafter's folder holds only what the app ships; its records are looked
+    for in benchmarks/training/<folder name>, or wherever --records says."""
+    stages = [{"summary": "s1.json", "data_note": "(template prompts)"}]
+    records = _folder(tmp_path, stages, {"s1.json": _summary("bf16", 10, 120.0)})
+    weights = tmp_path / "assets" / records.name
+    weights.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors"):
+        shutil.move(records / name, weights / name)
+    bench = str(_bench(tmp_path))
+    assert model_card.main([str(weights), "--bench", bench, "--method", "gumiho", "--records", str(records)]) == 0
+    named = (weights / "README.md").read_text()
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(records, tmp_path / "benchmarks" / "training" / records.name)
+    assert model_card.main([str(weights), "--bench", bench, "--method", "gumiho"]) == 0
+    assert (weights / "README.md").read_text() == named
+    empty = tmp_path / "elsewhere" / "smollm2-135m-serial"
+    empty.mkdir(parents=True)
+    assert model_card.main([str(empty), "--bench", bench, "--method", "serial"]) == 2
+    assert "name their folder with --records" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_shipped_cards_are_what_their_records_give(monkeypatch, name):
+    """Each shipped card, written again from benchmarks/training/<name> and the
+    benchmark record, is the card that ships: every figure on it comes from the records."""
+    monkeypatch.chdir(ROOT)
+    folder = Path("assets") / "drafters" / name
+    text = model_card.card_text(folder, model_card.records_folder(folder),
+                                json.loads(Path("benchmarks/results/mt_bench.json").read_text()),
+                                name.rsplit("-", 1)[1])
+    assert text == (folder / "README.md").read_text()
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_drafter_folder_holds_only_what_the_app_ships(name):
+    assert sorted(p.name for p in (ROOT / "assets" / "drafters" / name).iterdir()) == [
+        "README.md", "config.json", "model.safetensors"]
+    assert (ROOT / "benchmarks" / "training" / name / "training_stages.json").is_file()

@@ -8,7 +8,7 @@ import pytest
 from gumiho import GumihoError
 from gumiho.bench import load_prompts
 from gumiho.prompts_file import Conversation, PromptFileError, read_prompts
-from gumiho.train import distill
+from gumiho.train.sources import distill
 
 from helpers import ROOT
 
@@ -183,7 +183,7 @@ def test_probe_sets_read_and_keep_apart_from_the_six_sets():
     ids = [c.id for convs in probes.values() for c in convs]
     assert len(ids) == len(set(ids)) == 36
     assert all(c.source == name for name, convs in probes.items() for c in convs)
-    from gumiho.train.taxonomy import banned_shingles, shingles  # the corpus's 8-word rule
+    from gumiho.train.sources.taxonomy import banned_shingles, shingles  # the corpus's 8-word rule
     others = banned_shingles([str(f) for d in ("benchmarks/prompts", "corpus/prompts")
                               for f in sorted((ROOT / d).glob("*.jsonl"))])
     shared = [c.id for convs in probes.values() for c in convs if shingles(c.user_turns[0]) & others]

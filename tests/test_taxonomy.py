@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from gumiho.train import taxonomy
+from gumiho.train.sources import taxonomy
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

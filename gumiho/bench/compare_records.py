@@ -9,7 +9,7 @@ interval is a bootstrap over prompts (compare_drafters.tau_difference).
     python -m gumiho.bench.compare_records --old OLD_DIR --new NEW_DIR [--methods gumiho,serial,parallel]
 
 OLD_DIR and NEW_DIR hold records of the same names (mt_bench.json, ...), as
-scripts/run_benchmarks.sh writes them. With two sets or more, a last line per method
+benchmarks/run_benchmarks.sh writes them. With two sets or more, a last line per method
 pools the prompts of every set.
 """
 from __future__ import annotations

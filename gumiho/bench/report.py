@@ -152,7 +152,7 @@ def paired_ratio(rec: dict, num: str, den: str, n_boot: int = 2000, seed: int = 
 
 
 def copy_section(folder: Path) -> list[str]:
-    """BENCHMARKS.md's section on the copy proposer, from scripts/run_copy_benchmarks.sh's records."""
+    """BENCHMARKS.md's section on the copy proposer, from benchmarks/run_copy_benchmarks.sh's records."""
     runs = load(sorted(str(p) for p in folder.glob("*.json")))
     if not runs:
         return []
@@ -202,7 +202,7 @@ def copy_section(folder: Path) -> list[str]:
             if g and c:
                 lines.append(f"| {label} | {g['tau']:.2f} | {c['tau']:.2f} | "
                              f"{(c.get('accepted_by_proposer') or {}).get('copy', 0)} |")
-    lines += ["", "Reproduce: `bash scripts/run_copy_benchmarks.sh`, then this report.", ""]
+    lines += ["", "Reproduce: `bash benchmarks/run_copy_benchmarks.sh`, then this report.", ""]
     return lines
 
 
@@ -215,7 +215,7 @@ def main(argv=None) -> int:
     ap.add_argument("--commands", default=None, help="file with the exact commands that produced the results")
     ap.add_argument("--notes", default=None, help="markdown appended at the end (how to read the numbers)")
     ap.add_argument("--copy", default=None, metavar="DIR",
-                    help="records of scripts/run_copy_benchmarks.sh: adds the copy proposer's section")
+                    help="records of benchmarks/run_copy_benchmarks.sh: adds the copy proposer's section")
     args = ap.parse_args(argv)
     runs = load(args.results)
     if not runs:
@@ -253,7 +253,7 @@ def main(argv=None) -> int:
         "## Reproduce",
         "",
         "```bash",
-        cmds or "# see scripts/run_benchmarks.sh",
+        cmds or "# see benchmarks/run_benchmarks.sh",
         "```",
         "",
     ]

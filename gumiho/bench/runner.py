@@ -246,7 +246,7 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
             "verify_s": round(st.verify_s, 4),
             "tree": asdict(tree) if learned is not None else None,
             "drafter_kind": getattr(getattr(drafters[name], "cfg", None), "kind", None),
-            "drafter_dtype": _dtype_name(getattr(getattr(learned, "fc", None), "weight", None)),
+            "drafter_dtype": _dtype_name(learned) if learned is not None else None,
             # Who proposed the accepted draft tokens ("serial", "mlp", "copy"), and the copy proposer's
             # settings and drafted nodes (its acceptance: accepted "copy" tokens / copy_nodes).
             "accepted_by_proposer": dict(sorted(st.accepted_by_head.items())),

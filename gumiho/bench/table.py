@@ -11,7 +11,7 @@ def _speedup_words(record: dict) -> str:
     """How the table's speedups were computed, in the words the record's kinds call for."""
     kinds = {m.get("speedup_kind") for m in record["methods"].values()}
     if SPEEDUP_THROUGHPUT not in kinds:
-        return "speedup = vanilla wall / method wall (the same tokens on every prompt)."
+        return "speedup = vanilla wall time / method wall time (the same tokens on every prompt)."
     return ("speedup (tok/s) = method tokens/s / vanilla tokens/s: sampling wrote texts of other lengths, so "
             "wall times are not compared.")
 

@@ -28,6 +28,8 @@ from ..verifycost import VerifyCost
 
 # The head families the events speak of; the app gives each a hue (app/palette.py).
 SERIAL, MLP, COPY, TARGET = "serial", "mlp", "copy", "target"
+# Each family's words where a proposer has none of its own (a format may name its heads otherwise).
+HEAD_LABELS = {SERIAL: "serial Transformer", MLP: "parallel MLP heads", COPY: "copied from the context"}
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,10 @@ from ..cpulinear import pack_linears
 from ..drafter import Drafter, GrowingKV, causal_mask
 from ..tree import DraftTree, TreeSettings, select_nodes, tree_from_candidates
 from ..verifycost import best_node_count
-from .base import MLP, SERIAL, Budget, Head, Proposer, ProposerSession, Verified
+from .base import HEAD_LABELS, MLP, SERIAL, Budget, Head, Proposer, ProposerSession, Verified
 
 # The legend's words for each kind's head families.
-SERIAL_LABELS = {"gumiho": "serial Transformer", "serial": "serial Transformer", "eagle": "one-layer Transformer"}
+SERIAL_LABELS = {"eagle": "one-layer Transformer", "eagle3": "EAGLE-3 draft layer"}  # kinds whose serial part is not called by the default words
 
 
 class LearnedProposer(Proposer):
@@ -63,9 +63,9 @@ class LearnedProposer(Proposer):
         s, depth = self.cfg.serial_positions, self.cfg.max_depth
         out = []
         if s:
-            out.append(Head(SERIAL, SERIAL_LABELS.get(self.cfg.kind, "serial Transformer"), tuple(range(1, s + 1))))
+            out.append(Head(SERIAL, SERIAL_LABELS.get(self.cfg.kind, HEAD_LABELS[SERIAL]), tuple(range(1, s + 1))))
         if depth > s:
-            out.append(Head(MLP, "MLP heads", tuple(range(s + 1, depth + 1))))
+            out.append(Head(MLP, HEAD_LABELS[MLP], tuple(range(s + 1, depth + 1))))
         return tuple(out)
 
     @property
@@ -115,7 +115,7 @@ class DraftSession(ProposerSession):
     root token."""
 
     def __init__(self, drafter: Drafter, context: Sequence[int] = ()):
-        if drafter.fc.weight.device.type == "cpu":
+        if drafter.weight_device.type == "cpu":
             pack_linears(drafter)  # pre-packed weights for the few-row products of drafting
         self.drafter = drafter
         self.cfg = drafter.cfg

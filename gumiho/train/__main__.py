@@ -7,6 +7,7 @@ import json
 import sys
 import time
 
+from ..drafter import DRAFTER_KINDS, OWN_HEAD_KINDS
 from ..errors import GumihoError
 from . import launched_processes
 
@@ -17,20 +18,22 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Train a speculative-decoding drafter for a target model. Step 1 (once): make training data: "
             "the target answers your prompts itself and its hidden states are cached "
-            "(python -m gumiho.train.distill --prompts prompts.jsonl --out data/distill). Step 2: this command. "
+            "(python -m gumiho.train.sources.distill --prompts prompts.jsonl --out data/distill). "
+            "Step 2: this command. "
             "Runs on CPU, one GPU, or data parallel: `accelerate launch --multi_gpu --num_processes N -m "
             "gumiho.train ...` on N GPUs, `torchrun --nproc_per_node N -m gumiho.train ...` on CPU cores; "
             "N processes train the drafter one process would, on the same batches."),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", required=True, help="folder(s) of cached shards made by gumiho.train.distill or "
-                                                 "gumiho.train.textdata, several separated by commas; a folder "
-                                                 "of part-K folders (distill under torchrun) counts as one")
+    p.add_argument("--data", required=True, help="folder(s) of cached shards made by gumiho.train.sources.distill "
+                                                 "or gumiho.train.sources.textdata, several separated by commas; a "
+                                                 "folder of part-K folders (distill under torchrun) counts as one")
     p.add_argument("--out", required=True, help="output folder for the drafter (config.json + model.safetensors); "
                                                 "rerunning with the same --out resumes from its checkpoint")
     p.add_argument("--model", default=None, help="target: hub id or local folder (default: embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--kind", default="gumiho", choices=["gumiho", "serial", "parallel", "eagle"],
+    p.add_argument("--kind", default="gumiho", choices=list(DRAFTER_KINDS),
                    help="gumiho: 2 serial Transformer positions + 5 MLP heads; serial: 7 serial positions (EAGLE-like); "
-                        "parallel: 7 MLP heads (Medusa-like)")
+                        "parallel: 7 MLP heads (Medusa-like); eagle: EAGLE-2's one layer; eagle3: EAGLE-3's one layer "
+                        "over [embedding; fused state] with its own LM head (exportable to vLLM: gumiho.export)")
     p.add_argument("--epochs", type=float, default=2.0)
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this wall time, with a checkpoint")
@@ -45,10 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-clip", type=float, default=0.5)
     p.add_argument("--draft-vocab", type=int, default=8192,
                    help="the drafter proposes only the N most frequent answer tokens (FR-Spec); 0 = full vocabulary")
-    p.add_argument("--ce-weight", type=float, default=0.1, help="weight of the soft cross-entropy term")
-    p.add_argument("--reg-weight", type=float, default=1.0,
-                   help="weight of the SmoothL1 hidden-state regression (the paper's loss: 1 with --ce-weight 0.1; "
-                        "EAGLE-3's cross-entropy-only training: 0 with --ce-weight 1)")
+    p.add_argument("--ce-weight", type=float, default=None,
+                   help="weight of the soft cross-entropy term (default 0.1; eagle3: 1)")
+    p.add_argument("--reg-weight", type=float, default=None,
+                   help="weight of the SmoothL1 hidden-state regression (the paper's loss: 1 with --ce-weight 0.1, "
+                        "the default; EAGLE-3's cross-entropy-only training: 0 with --ce-weight 1, the eagle3 kind's "
+                        "default and its only choice: its output is not the target's state)")
     p.add_argument("--top1-weight", type=float, default=0.0,
                    help="weight of a hard cross-entropy on the target's top token (the token greedy verification "
                         "accepts)")
@@ -106,6 +111,19 @@ def feature_layer_overrides(text, init_from) -> dict:
     return {} if init_from else {"feature_layers": "default"}
 
 
+def loss_weights(kind: str, ce_weight, reg_weight) -> tuple[float, float]:
+    """(ce, reg) as given, or the kind's defaults: the paper's 0.1 and 1, or EAGLE-3's
+    cross-entropy alone for the eagle3 kind, whose output is the state before its own
+    final norm, not the target's hidden state, so there is nothing to regress onto."""
+    own_head = kind in OWN_HEAD_KINDS
+    ce = ce_weight if ce_weight is not None else (1.0 if own_head else 0.1)
+    reg = reg_weight if reg_weight is not None else (0.0 if own_head else 1.0)
+    if own_head and reg:
+        raise GumihoError(f"--reg-weight must be 0 for the {kind} kind: it predicts tokens through its own LM head, "
+                          "and its output is not the target's hidden state")
+    return ce, reg
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -118,6 +136,7 @@ def main(argv=None) -> int:
             check_data_dir(folder)
         if args.topk < 1:
             raise GumihoError(f"--topk must be at least 1, not {args.topk}")
+        args.ce_weight, args.reg_weight = loss_weights(args.kind, args.ce_weight, args.reg_weight)
         weights = {"--ce-weight": args.ce_weight, "--reg-weight": args.reg_weight, "--top1-weight": args.top1_weight,
                    "--topk-weight": args.topk_weight, "--accept-weight": args.accept_weight}
         negative = [f"{name} {w}" for name, w in weights.items() if w < 0]

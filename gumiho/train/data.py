@@ -25,7 +25,7 @@ class Sequence:
 def shard_folders(data_dir: str | Path) -> list[Path]:
     """The folders holding ``data_dir``'s shards: ``data_dir`` itself, or, when it holds
     no shard but ``part-K`` folders that do (several distillation processes, see
-    gumiho.train.distill), those, in the order of K."""
+    gumiho.train.sources.distill), those, in the order of K."""
     data_dir = Path(data_dir)
     if data_dir.is_dir() and not any(data_dir.glob("shard_*.safetensors")):
         parts = [p for p in data_dir.glob("part-*") if p.is_dir() and p.name[5:].isdigit()
@@ -44,11 +44,11 @@ def check_data_dir(data_dir: str | Path) -> int:
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise GumihoError(f"Training data folder {str(data_dir)!r} does not exist; "
-                          f"create it with `python -m gumiho.train.distill`.")
+                          f"create it with `python -m gumiho.train.sources.distill`.")
     files = sorted(data_dir.glob("shard_*.safetensors"))
     if not files:
         raise GumihoError(f"No shards (shard_*.safetensors) in {str(data_dir)!r}; "
-                          f"create them with `python -m gumiho.train.distill`.")
+                          f"create them with `python -m gumiho.train.sources.distill`.")
     for f in files:
         try:
             shards.shard_stats(f)
@@ -153,6 +153,23 @@ def batches(seqs: list[Sequence], batch_tokens: int, seed: int, epoch: int) -> l
             out.append(cur)
     rng.shuffle(out)
     return out
+
+
+def length_groups(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Rows (indices into ``lengths``) in groups of similar length, each of at most
+    ``max_tokens`` padded tokens (a longer row goes alone). Lengths grow within and
+    across groups, so a group's last row sets its padded width. Here, not in distillation,
+    because the trainer's feature cache groups its forwards the same way and the trainer
+    does not import the data sources."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups, start = [], 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and lengths[order[end]] * (end + 1 - start) <= max_tokens:
+            end += 1
+        groups.append(order[start:end])
+        start = end
+    return groups
 
 
 class EpochSchedule:

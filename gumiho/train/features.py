@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: see gumiho.train.distill
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: see gumiho.train.sources.distill
 
 import argparse
 import sys
@@ -29,8 +29,7 @@ import torch
 
 from ..errors import GumihoError
 from . import shards
-from .data import Sequence, check_data_dir, collate, shard_folders
-from .distill import length_groups
+from .data import Sequence, check_data_dir, collate, length_groups, shard_folders
 from .states import target_states
 
 

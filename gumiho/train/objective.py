@@ -31,7 +31,7 @@ Loss per position d:
   + accept_weight * (1 - sum_x min(p(x), q(x)))                 (acceptance rate)
 
 with p = softmax(W h_{t+d}) the target's distribution and q = softmax(W pred) the
-drafter's. The top-K term is the soft cross-entropy restricted to the K tokens the
+drafter's (an eagle3 drafter's own head: q = softmax(W' norm(pred)), and no regression). The top-K term is the soft cross-entropy restricted to the K tokens the
 target ranks highest (HASS's distillation): the tail of p, which no draft tree ever
 proposes, stops pulling q. The acceptance term is exact, not a surrogate: speculative
 sampling accepts a token drawn from q with probability min(1, p/q), so a single draft
@@ -100,7 +100,7 @@ def draft_forward(drafter: Drafter, ids: torch.Tensor, states: torch.Tensor, noi
     cfg = drafter.cfg
     B, L = ids.shape
     dev = states.device
-    h_in = states.to(drafter.fc.weight.dtype)
+    h_in = states.to(drafter.weight_dtype)
     if noise > 0 and drafter.training:
         h_in = h_in + (torch.rand_like(h_in) - 0.5) * noise
     # Token x_{t+k} for each anchor t (padded with 0 past the end; masked later).
@@ -175,6 +175,8 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
     held-out reports use this; it costs a full-vocabulary product per answer token)."""
     ids, hidden, loss_mask, valid = batch["ids"], batch["hidden"], batch["loss_mask"], batch["valid"]
     B, L, H = hidden.shape
+    if drafter.cfg.own_head and loss_cfg.reg_weight:
+        raise ValueError(f"a {drafter.cfg.kind} drafter has no hidden state to regress onto: reg_weight must be 0")
     if drafter.cfg.feature_layers:
         if batch.get("features") is None:
             raise ValueError("this drafter reads fused target features: the batch needs 'features'")
@@ -221,7 +223,7 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
         p, tgt = p[sel], tgt[sel]
         rows = row_of[:, d:][sel]  # every selected target position is an answer position
         t_prob, t_top = t_prob_all[rows], t_top_all[rows]
-        d_logp = (p @ w_draft.T).log_softmax(-1)
+        d_logp = drafter.train_logits(p).log_softmax(-1)
         per_token = loss_cfg.ce_weight * -(t_prob * d_logp).sum(-1)
         if loss_cfg.reg_weight:
             per_token = per_token + loss_cfg.reg_weight * F.smooth_l1_loss(p, tgt, reduction="none").mean(-1)

@@ -151,3 +151,28 @@ def local_file(folder: str):
         path = os.path.join(folder, fname)
         return path if os.path.isfile(path) else None
     return locate
+
+
+def read_checkpoint(path: str) -> dict[str, torch.Tensor]:
+    """The state dict in ``path`` (safetensors, or a torch pickle of tensors only)."""
+    if path.endswith(".safetensors"):
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            state = load_file(path, device="cpu")
+        except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+            raise unreadable(path, e) from None
+        if not state:
+            raise GumihoError(f"Weights file {path!r} holds no tensors; download it again.")
+        return state
+    return read_torch_pickle(path)
+
+
+def first_file(folder: str, names, what: str) -> str:
+    """The first of ``names`` present in ``folder`` (a checkpoint's weights file)."""
+    for name in names:
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            return path
+    raise GumihoError(f"This {what} folder holds a config.json but none of {', '.join(names)}.")

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
 import torch
@@ -70,6 +70,8 @@ from .errors import GumihoError
 DRAFTER_KINDS = ("gumiho", "serial", "parallel", "eagle", "eagle3")
 # Kinds with a final norm and an LM head of their own (over the draft vocabulary).
 OWN_HEAD_KINDS = ("eagle3",)
+# Kinds read from other projects' checkpoints only (gumiho.formats), never trained here.
+IMPORTED_KINDS = ("medusa",)
 
 
 @dataclass
@@ -104,7 +106,7 @@ class DrafterConfig:
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.kind not in DRAFTER_KINDS:
+        if self.kind not in DRAFTER_KINDS + IMPORTED_KINDS:
             raise GumihoError(f"Unknown drafter kind {self.kind!r}; use one of {DRAFTER_KINDS}.")
         # Sizes come from a config.json that may be hand-edited or hostile: a size that
         # is not a whole number would fail deep inside torch with a raw error.
@@ -142,6 +144,11 @@ class DrafterConfig:
     def own_head(self) -> bool:
         """Whether the drafter has its own final norm and LM head (eagle3)."""
         return self.kind in OWN_HEAD_KINDS
+
+    @property
+    def medusa(self) -> bool:
+        """Medusa-1 heads: residual blocks on the target's state, each head its own LM head."""
+        return self.kind == "medusa"
 
     @property
     def feature_width(self) -> int:
@@ -438,6 +445,8 @@ class SiLUBlock(nn.Module):
 
 def mlp_head(cfg: DrafterConfig) -> nn.Sequential:
     h = cfg.hidden_size
+    if cfg.medusa:  # Medusa-1: residual blocks only, on the target's state
+        return nn.Sequential(*[SiLUBlock(h, h, residual=True) for _ in range(cfg.mlp_blocks)])
     blocks = [SiLUBlock(h * cfg.head_inputs, h, residual=False)]
     blocks += [SiLUBlock(h, h, residual=True) for _ in range(cfg.mlp_blocks)]
     return nn.Sequential(*blocks)
@@ -455,7 +464,7 @@ class Drafter(nn.Module):
         h = cfg.hidden_size
         n_draft = cfg.draft_vocab_size or cfg.vocab_size
         # fc(cat(embedding, state)); eagle3 has none: its first layer reads both.
-        self.fc = None if cfg.own_head else nn.Linear(2 * h, h, bias=True)
+        self.fc = None if cfg.own_head or cfg.medusa else nn.Linear(2 * h, h, bias=True)
         # Fused target features -> one H-wide state (only with feature_layers).
         self.fuse = nn.Linear(cfg.feature_width, h, bias=False) if cfg.feature_layers else None
         self.layers = nn.ModuleList([Eagle3FirstLayer(cfg) if cfg.own_head and i == 0 else DecoderLayer(cfg, i)
@@ -464,6 +473,9 @@ class Drafter(nn.Module):
         # eagle3's own final norm and LM head over the draft vocabulary.
         self.norm = RMSNorm(h, cfg.rms_norm_eps) if cfg.own_head else None
         self.lm_head = nn.Linear(h, n_draft, bias=False) if cfg.own_head else None
+        # Medusa-1: one LM head per head, over the whole vocabulary.
+        self.lm_heads = (nn.ModuleList([nn.Linear(h, cfg.vocab_size, bias=False) for _ in range(cfg.mlp_heads)])
+                         if cfg.medusa else None)
         # Restricted draft vocabulary: ids of the tokens the drafter may propose.
         self.register_buffer("draft_vocab_ids", torch.arange(n_draft, dtype=torch.long), persistent=True)
         # The target's frozen pieces, attached later and never saved with the drafter.
@@ -524,6 +536,17 @@ class Drafter(nn.Module):
     def weight_device(self) -> torch.device:
         return next(self.parameters()).device
 
+    def ready_for(self, target, dtype: Optional[torch.dtype] = None) -> "Drafter":
+        """An imported drafter made ready to draft for ``target`` (a loaded Target): on
+        its device, in ``dtype`` (default: the target's on CUDA, float32 on CPU),
+        frozen, attached."""
+        if dtype is None:
+            dtype = target.dtype if target.device.type == "cuda" else torch.float32
+        model = self.to(device=target.device, dtype=dtype).eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
+        return model.attach_target(target.model)
+
     def init_own_head(self, target_model) -> None:
         """An eagle3 drafter's final norm and LM head started from the target's: its
         final norm's weight, and the rows of its LM head for the draft vocabulary (a
@@ -560,6 +583,14 @@ class Drafter(nn.Module):
             return linear(self.norm(hidden.to(self.weight_dtype)), self.lm_head.weight)
         return linear(hidden.to(self._draft_head_weight.dtype), self._draft_head_weight)
 
+    def head_logits(self, head_out: torch.Tensor) -> torch.Tensor:
+        """Draft-vocabulary logits of the MLP heads' outputs [.., n heads, H] ->
+        [.., n heads, V']: through the draft head, or each Medusa head's own."""
+        if self.lm_heads is None:
+            return self.draft_logits(head_out)
+        return torch.stack([linear(head_out[..., j, :].to(self.weight_dtype), lm.weight)
+                            for j, lm in enumerate(self.lm_heads[:head_out.shape[-2]])], dim=-2)
+
     def train_logits(self, pred: torch.Tensor) -> torch.Tensor:
         """Float32 draft-vocabulary logits of predicted states, with autograd (training)."""
         if self.cfg.own_head:
@@ -584,6 +615,8 @@ class Drafter(nn.Module):
     def project(self, hidden: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
         """fc(cat(embed(x_{i+1}), h_i)): the drafter's input for one position (eagle3:
         the concatenation itself, 2H wide, which its first layer reads)."""
+        if self.cfg.medusa:  # Medusa's heads read the target's state alone
+            return hidden.to(self.weight_dtype)
         joined = torch.cat([self.embed(next_ids), hidden.to(self.weight_dtype)], dim=-1)
         return joined if self.fc is None else self.fc(joined)
 
@@ -660,6 +693,15 @@ class Drafter(nn.Module):
                 raise TypeError("the file does not hold a JSON object")
             if isinstance(raw.get("feature_layers"), list):
                 raw["feature_layers"] = tuple(raw["feature_layers"])
+            known = {f.name for f in fields(DrafterConfig)}
+            missing = [k for k in ("hidden_size", "vocab_size") if k not in raw]
+            extra = sorted(k for k in raw if k not in known)
+            if missing or extra:  # said in words, not as Python's missing-argument error
+                raise GumihoError(f"Drafter config {cfg_path!r} is not valid: "
+                                  + (f"it lacks {', '.join(missing)}" if missing else "")
+                                  + ("; " if missing and extra else "")
+                                  + (f"it has settings a drafter config does not have: {', '.join(extra[:6])}"
+                                     if extra else "") + ". Keep the config.json saved with the drafter's weights.")
             cfg = DrafterConfig(**raw)
         except GumihoError:
             raise

@@ -448,12 +448,14 @@ def drafter_dtype(target: Target, dtype: Optional[str] = None) -> torch.dtype:
 
 
 def load_drafter(path: str, target: Target, dtype: Optional[str] = None):
-    """A drafter folder (config.json + model.safetensors) attached to ``target``, or
-    an official Gumiho checkpoint (hub id, or a folder or file with pytorch_model.bin;
-    see gumiho.official). Refuses a drafter made for another model. ``dtype``: see
+    """A drafter folder (config.json + model.safetensors) attached to ``target``, an
+    EAGLE-3 or Medusa checkpoint in another project's layout (folder or hub id; see
+    gumiho.formats), or an official Gumiho checkpoint (hub id, or a folder or file
+    with pytorch_model.bin; see gumiho.official). Refuses a drafter made for another model. ``dtype``: see
     :func:`drafter_dtype`."""
     from .drafter import Drafter
-    from .official import is_official_source, load_official
+    from .formats.detect import hub_folder, load_foreign
+    from .official import is_official_source, load_official, looks_like_hub_id
 
     if not isinstance(target, Target):
         raise GumihoError(f"load_drafter needs the loaded target the drafter will draft for, got "
@@ -467,9 +469,16 @@ def load_drafter(path: str, target: Target, dtype: Optional[str] = None):
             f"saved with these weights next to them (or save the drafter again)."
         )
     dt = drafter_dtype(target, dtype)
+    folder = os.path.expanduser(path.strip())
+    if os.path.isdir(folder) and os.path.isfile(os.path.join(folder, "config.json")):
+        # Another project's layout (EAGLE-3, Medusa) by its config.json; None: this project's own.
+        foreign = load_foreign(folder, target, dt, where=path)
+        if foreign is not None:
+            return foreign
+    elif looks_like_hub_id(path.strip()) and (hub := hub_folder(path.strip())) is not None:
+        return load_foreign(hub, target, dt, where=path)
     if is_official_source(path):
         return load_official(path, target, dtype=dt)
-    folder = os.path.expanduser(path.strip())
     if not (os.path.isfile(os.path.join(folder, "config.json"))
             and os.path.isfile(os.path.join(folder, "model.safetensors"))):
         # One answer for a missing path, an ordinary file and a folder without a

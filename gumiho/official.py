@@ -39,7 +39,7 @@ from typing import Optional
 import torch
 
 from .drafter import Drafter, DrafterConfig
-from .checkpoint import first_line, read_torch_pickle, unreadable
+from .checkpoint import first_line, read_checkpoint
 from .errors import GumihoError
 
 # RMSNorm epsilon the released drafters were trained with (the authors' per-target
@@ -149,22 +149,6 @@ def _download(repo_id: str, revision: Optional[str]) -> str:
                       f"({first_line(last)}); {hint}. No local folder of that name exists either.")
 
 
-def read_checkpoint(path: str) -> dict[str, torch.Tensor]:
-    """The state dict in ``path`` (safetensors, or a torch pickle of tensors only)."""
-    if path.endswith(".safetensors"):
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-
-        try:
-            state = load_file(path, device="cpu")
-        except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-            raise unreadable(path, e) from None
-        if not state:
-            raise GumihoError(f"Weights file {path!r} holds no tensors; download it again.")
-        return state
-    return read_torch_pickle(path)
-
-
 # ----------------------------------------------------------------------------- mapping
 
 
@@ -244,9 +228,4 @@ def load_official(source: str, target, rms_norm_eps: Optional[float] = None,
     mapped = map_state_dict(state, cfg, expected, _shape(embed), target.name, str(source))
     mapped["draft_vocab_ids"] = torch.arange(cfg.vocab_size, dtype=torch.long)
     model.load_state_dict(mapped, strict=True, assign=True)
-    if dtype is None:
-        dtype = target.dtype if target.device.type == "cuda" else torch.float32
-    model = model.to(device=target.device, dtype=dtype).eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model.attach_target(target.model)
+    return model.ready_for(target, dtype)

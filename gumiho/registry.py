@@ -1,5 +1,6 @@
-"""Named target/drafter pairs: the embedded default with its shipped drafters, and the
-drafters released with the Gumiho paper with their targets and official tree settings.
+"""Named target/drafter pairs: the embedded default with its shipped drafters, the
+drafters released with the Gumiho paper with their targets and official tree settings,
+and a few well-known drafters of other projects (EAGLE-3, Medusa-1) with theirs.
 
     >>> from gumiho.registry import resolve
     >>> r = resolve("amd/Gumiho-vicuna-7b", device="cuda")
@@ -25,6 +26,10 @@ from .tree import TreeSettings
 
 OFFICIAL_TREE = dict(total_tokens=63, depth=7, top_k=14, mlp_top_k=35, mlp_keep=35, full_tree=True,
                      full_tree_tokens=8)
+# The other projects' default tree sizes: EAGLE-3 verifies 60 tokens (root included) to
+# depth 7 from a top-10 beam; Medusa-1's Vicuna-7B tree has 63 nodes over its 5 heads.
+EAGLE3_TREE = dict(total_tokens=59, depth=7, serial_top_k=10, full_tree=False)
+MEDUSA_TREE = dict(total_tokens=63, depth=5, mlp_top_k=10, mlp_keep=10, full_tree=False)
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,7 @@ class Pair:
     name: str  # what users type or pick
     target: str  # target hub id, or DEFAULT_TARGET for the embedded default
     drafter: str  # hub id of an official drafter, or the kind of a shipped drafter
-    official: bool  # released with the paper (hub, GPU) vs shipped with this project
+    official: bool  # a published hub drafter (the paper's, or another project's; GPU) vs shipped here
     label: str  # for menus
     tree: Optional[dict] = None  # TreeSettings fields; None: sized for the device
 
@@ -78,6 +83,11 @@ PAIRS: dict[str, Pair] = {p.name: p for p in [
     _official("llama2-70b", "meta-llama/Llama-2-70b-chat-hf", "Llama-2-chat 70B + Gumiho (paper)"),
     _official("llama3-8b", "meta-llama/Meta-Llama-3-8B-Instruct", "Llama-3-Instruct 8B + Gumiho (paper)"),
     _official("llama3-70b", "meta-llama/Meta-Llama-3-70B-Instruct", "Llama-3-Instruct 70B + Gumiho (paper)"),
+    # Other projects' drafters, read through gumiho.formats (hub, GPU).
+    Pair("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "meta-llama/Llama-3.1-8B-Instruct",
+         "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", True, "Llama-3.1-Instruct 8B + EAGLE-3 (EAGLE authors)", EAGLE3_TREE),
+    Pair("FasterDecoding/medusa-vicuna-7b-v1.3", "lmsys/vicuna-7b-v1.3", "FasterDecoding/medusa-vicuna-7b-v1.3",
+         True, "Vicuna 7B v1.3 + Medusa-1 (Medusa authors)", MEDUSA_TREE),
 ]}
 DEFAULT_PAIR = "smollm2-135m-gumiho"
 

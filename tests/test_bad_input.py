@@ -216,13 +216,19 @@ def test_missing_or_bad_drafter_files(tmp_path, target):
         load_drafter(str(tmp_path / "nowhere"), target)
     folder = _saved_drafter(tmp_path, target, "d3")
     (folder / "config.json").write_text("{not json")
-    with pytest.raises(GumihoError, match="config .* is not valid"):
+    with pytest.raises(GumihoError, match="config.json cannot be read as JSON"):
         load_drafter(str(folder), target)
-    (folder / "config.json").write_text('{"hidden_size": 32, "vocab_size": 96, "kind": "medusa"}')
-    with pytest.raises(GumihoError, match="Unknown drafter kind 'medusa'"):
+    (folder / "config.json").write_text('{"hidden_size": 32, "vocab_size": 96, "kind": "hydra"}')
+    with pytest.raises(GumihoError, match="Unknown drafter kind 'hydra'"):
+        load_drafter(str(folder), target)
+    (folder / "config.json").write_text('{"hidden_size": 32, "vocab_size": 96, "kind": "gumiho", "colour": "red"}')
+    with pytest.raises(GumihoError, match="settings a drafter config does not have: colour"):
+        load_drafter(str(folder), target)
+    (folder / "config.json").write_text('{"hidden_size": 32, "kind": "gumiho", "vocab_size": null}')
+    with pytest.raises(GumihoError, match="vocab_size must be a whole number"):
         load_drafter(str(folder), target)
     (folder / "config.json").write_text('{"hidden_size": 32, "vocab_size": 96, "colour": "red"}')
-    with pytest.raises(GumihoError, match="is not valid"):
+    with pytest.raises(GumihoError, match="no layout this engine reads"):
         load_drafter(str(folder), target)
     # Weights that belong to a different architecture than the config describes.
     other = tiny_target("llama", hidden=48, heads=4, kv_heads=2)

@@ -33,8 +33,9 @@ from ..tree import DraftTree, TreeSettings, select_nodes, tree_from_candidates
 from ..verifycost import best_node_count
 from .base import HEAD_LABELS, MLP, SERIAL, Budget, Head, Proposer, ProposerSession, Verified
 
-# The legend's words for each kind's head families.
-SERIAL_LABELS = {"eagle": "one-layer Transformer", "eagle3": "EAGLE-3 draft layer"}  # kinds whose serial part is not called by the default words
+# The legend's words for the head families of kinds not called by the default words (HEAD_LABELS).
+SERIAL_LABELS = {"eagle": "one-layer Transformer", "eagle3": "EAGLE-3 draft layer"}
+MLP_LABELS = {"medusa": "Medusa heads"}
 
 
 class LearnedProposer(Proposer):
@@ -65,7 +66,7 @@ class LearnedProposer(Proposer):
         if s:
             out.append(Head(SERIAL, SERIAL_LABELS.get(self.cfg.kind, HEAD_LABELS[SERIAL]), tuple(range(1, s + 1))))
         if depth > s:
-            out.append(Head(MLP, HEAD_LABELS[MLP], tuple(range(s + 1, depth + 1))))
+            out.append(Head(MLP, MLP_LABELS.get(self.cfg.kind, HEAD_LABELS[MLP]), tuple(range(s + 1, depth + 1))))
         return tuple(out)
 
     @property
@@ -268,7 +269,7 @@ class DraftSession(ProposerSession):
         d = self.drafter
         n_mlp = min(self.cfg.mlp_heads, depth_cap - S)
         head_out = torch.stack(d.run_heads(head_in, n_mlp), 1)  # [R, n_mlp, H]
-        logp_all = F.log_softmax(d.draft_logits(head_out).float(), -1)  # [R, n_mlp, V']
+        logp_all = F.log_softmax(d.head_logits(head_out).float(), -1)  # [R, n_mlp, V']
         k = min(settings.mlp_top_k, logp_all.shape[-1])
         top_v, top_i = torch.topk(logp_all, k, dim=-1)  # [R, n_mlp, k]
         top_lp, top_p, top_tok = top_v.tolist(), torch.exp(top_v).tolist(), d.draft_vocab_ids[top_i].tolist()

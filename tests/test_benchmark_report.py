@@ -57,3 +57,33 @@ def test_speedups_follow_the_kind_of_ratio():
     assert "marked (throughput)" in report.speedup_words(runs)
     assert report.speedup_words(runs[1:]) == ("**speedup** = vanilla wall time / method wall time on the same "
                                               "prompts.")
+
+
+def test_the_eagle3_section_pairs_the_two_kinds_per_prompt(tmp_path):
+    """The Gumiho-vs-EAGLE-3 section: its tau table from the records' own prompts
+    (gumiho ahead on one set, behind on the other), the training rows, the lossless counts."""
+    import json
+
+    def record(forwards):  # 4 prompts, 60 tokens each; forwards per method
+        per = [{"question_id": i, "methods": {m: {"new_tokens": 60, "target_forwards": f[i], "wall_s": f[i] / 10}
+                                              for m, f in forwards.items()}} for i in range(4)]
+        return {"methods": {m: {"tau": 240 / sum(f), "acceptance_by_position": [0.5] * 7, "tokens_per_s": 10.0,
+                                "speedup_vs_vanilla": 1.0, "new_tokens": 240, "target_forwards": sum(f)}
+                            for m, f in forwards.items()},
+                "per_prompt": per, "prompts": 4, "max_new_tokens": 60, "device": "cpu", "temperature": 0.0,
+                "lossless": {"checked": 8, "identical": 8}}
+
+    van = [60] * 4
+    (tmp_path / "mt_bench.json").write_text(json.dumps(record({"vanilla": van, "gumiho": [30, 31, 29, 30],
+                                                               "eagle3": [40, 41, 39, 40]})))
+    (tmp_path / "gsm8k.json").write_text(json.dumps(record({"vanilla": van, "gumiho": [40, 40, 41, 39],
+                                                            "eagle3": [30, 30, 31, 29]})))
+    (tmp_path / "training_summary_eagle3.json").write_text(json.dumps(
+        {"kind": "eagle3", "parameters": 6.1e6, "steps": 240, "tokens_seen": 491520, "wall_s": 1800,
+         "held_out": {"loss": 2.5, "top1_by_position": [0.5, 0.4]}}))
+    text = "\n".join(report.eagle3_section(tmp_path, resamples=200))
+    assert "| MT-Bench | 4 | 2.00 | 1.50 | +0.500" in text and "| GSM8K | 4 | 1.50 | 2.00 | -0.500" in text
+    assert "gumiho's tau is above every other method's on 1 of 2 sets" in text
+    assert "| eagle3 | 6.10M | 240 | 491,520 | 30 min | 2.500 | 0.50, 0.40 |" in text
+    assert "MT-Bench 8/8, GSM8K 8/8" in text
+    assert report.eagle3_section(tmp_path / "nothing") == []

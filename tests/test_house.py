@@ -116,3 +116,16 @@ def test_the_suite_tests_the_package_not_the_research_scripts():
         if names & (research | {"research", "scripts"}) or (by_path and path != Path(__file__).resolve()):
             loads.append(str(path.relative_to(ROOT)))
     assert loads == []
+
+
+def test_every_package_of_the_library_is_installed():
+    """pyproject.toml lists the packages by name: a new subpackage left off the list
+    would be missing from an installed wheel while every test in the clone passes."""
+    import re
+
+    listed = set(re.search(r"^packages = \[(.*)\]", (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+                 .replace('"', "").replace(" ", "").split(","))
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "gumiho").rglob("__init__.py")}
+    found |= {"gumiho.app" + "".join("." + part for part in p.parent.relative_to(ROOT / "app").parts)
+              for p in (ROOT / "app").rglob("__init__.py")}
+    assert found - listed == set()

@@ -72,6 +72,35 @@ def test_training_lowers_loss_and_saves_a_loadable_drafter(setup, tmp_path, kind
     assert summary["held_out"]["top1_by_position"][0] > 0.05
 
 
+def test_eagle3_trains_on_fused_layers_with_cross_entropy_alone(setup, tmp_path):
+    """The eagle3 kind: fused target layers computed on the fly from text shards, its own
+    norm and LM head started from the target's, EAGLE-3's loss (cross-entropy, no
+    regression); the saved drafter loads and drafts losslessly. A regression weight is
+    refused: its output is not the target's hidden state."""
+    from gumiho import GenerationSettings, stream
+    from gumiho.train.__main__ import loss_weights
+
+    target, data = setup
+    cfg = cfg_for(data, tmp_path / "e3", "eagle3", max_steps=30, loss=LossConfig(noise=0.05, ce_weight=1.0,
+                                                                                   reg_weight=0.0))
+    summary = train(cfg, target.model, "tiny", {1}, log=lambda m: None)
+    hist = [json.loads(l) for l in open(tmp_path / "e3" / "training_history.jsonl")]
+    assert sum(h["loss"] for h in hist[-5:]) < 0.95 * sum(h["loss"] for h in hist[:5])
+    d = Drafter.load(str(tmp_path / "e3")).attach_target(target.model)
+    assert d.cfg.kind == "eagle3" and d.cfg.feature_layers == (1, 2) and d.lm_head.weight.shape == (64, 32)
+    assert d.draft_vocab_ids.tolist() == sorted(d.draft_vocab_ids.tolist())  # id order, as EAGLE-3's d2t
+    assert summary["held_out"]["top1_by_position"][0] > 0.05
+    prompt = [5, 17, 33, 2, 9]
+    ref = [t for s in stream(target, prompt, None, GenerationSettings(max_new_tokens=20)) for t in s.tokens]
+    assert [t for s in stream(target, prompt, d, GenerationSettings(max_new_tokens=20)) for t in s.tokens] == ref
+    assert loss_weights("eagle3", None, None) == (1.0, 0.0) and loss_weights("gumiho", None, None) == (0.1, 1.0)
+    with pytest.raises(GumihoError, match="--reg-weight must be 0"):
+        loss_weights("eagle3", None, 1.0)
+    with pytest.raises(ValueError, match="reg_weight must be 0"):
+        train(cfg_for(data, tmp_path / "e3-reg", "eagle3", max_steps=2), target.model, "tiny", {1},
+              log=lambda m: None)
+
+
 def assert_same_checkpoint(out_a, out_b, step: int):
     """Both runs' checkpoints are at ``step`` with bit-identical drafter weights."""
     a = torch.load(_ckpt_path(out_a), weights_only=False)

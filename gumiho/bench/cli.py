@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--serial-drafter", default=None, metavar="PATH", help="drafter folder for the serial method")
     p.add_argument("--parallel-drafter", default=None, metavar="PATH", help="drafter folder for the parallel method")
     p.add_argument("--eagle-drafter", default=None, metavar="PATH", help="drafter folder for the eagle method")
+    p.add_argument("--eagle3-drafter", default=None, metavar="PATH",
+                   help="drafter folder for the eagle3 method (this project's, or an EAGLE-3 checkpoint of another "
+                        "project's layout)")
     p.add_argument("--out", default=None, metavar="FILE.json", help="write the results as JSON")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="auto", help="auto (default: fp32 on CPU, fp16 on CUDA), fp32, fp16, bf16")

@@ -15,7 +15,7 @@ from ..models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, Target, drafter_dtype
 from ..proposers import with_copy
 
 # The learned drafters' methods are the drafter kinds (eagle: the one-layer all-serial
-# EAGLE-2 baseline the paper compares Gumiho with), so a new kind is a new method.
+# EAGLE-2 baseline the paper compares Gumiho with; eagle3: EAGLE-3), so a new kind is a new method.
 DRAFTER_METHODS = DRAFTER_KINDS
 # The copy proposer (gumiho.proposers.copying) beside the Gumiho drafter, and alone.
 COPY_METHODS = ("gumiho+copy", "copy")
@@ -26,7 +26,7 @@ METHODS = ("vanilla",) + SPECULATIVE_METHODS + HF_METHODS
 HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens of hf-lookup: the value transformers' documentation shows
 # The drafter folder flag of each speculative method.
 DRAFTER_FLAGS = {"gumiho": "--drafter", "serial": "--serial-drafter", "parallel": "--parallel-drafter",
-                 "eagle": "--eagle-drafter"}
+                 "eagle": "--eagle-drafter", "eagle3": "--eagle3-drafter"}
 # The clone's root (this file is gumiho/bench/methods.py): drafter paths inside it are
 # recorded relative to it, so that records read the same on every machine.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

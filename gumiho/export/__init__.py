@@ -1,0 +1,8 @@
+"""Exports to the layouts other engines load: ``python -m gumiho.export SUBCOMMAND``.
+
+``target``: a target (the embedded default unless ``--model``) as an ordinary
+transformers folder (gumiho.export.target); ``eagle3``: an eagle3 drafter as an
+EAGLE-3 checkpoint folder (gumiho.export.eagle3, gumiho.formats.eagle3)."""
+from .target import ExportedTarget, export_target
+
+__all__ = ["ExportedTarget", "export_target"]

@@ -46,11 +46,25 @@ def _figure(title: str, height: int = 300, xaxis: Optional[dict] = None, yaxis: 
         "title": {"text": title, "x": 0.02, "font": {"size": 14}},
         "height": height, "margin": {"l": 55, "r": 20, "t": 50, "b": 45}, "font": _FONT,
         "paper_bgcolor": "#ffffff", "plot_bgcolor": "#ffffff",
-        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
+        "legend": {"orientation": "h", "yanchor": "top", "xanchor": "left", "x": 0.0, "font": {"size": 11}},
         "xaxis": {**_AXIS, **(xaxis or {})}, "yaxis": {**_AXIS, **(yaxis or {})},
         "annotations": [], "shapes": [],
     }
     return Figure(data=[], layout=layout)
+
+
+LEGEND_GAP_PX = 88  # from the plot's bottom edge to the legend: below the ticks and the axis title
+LEGEND_ROOM_PX = 60  # three rows of entries (a narrow plot stacks them)
+
+
+def _legend_below(fig: Figure) -> None:
+    """The legend under the x axis's title, left-aligned. Above the plot, a legend of
+    three long entries wraps onto the title. Plotly places a legend in fractions of
+    the plot's height, so the gap in pixels is turned into one."""
+    margin = fig.layout["margin"]
+    margin["b"] = LEGEND_GAP_PX + LEGEND_ROOM_PX
+    plot_px = fig.layout["height"] - margin["t"] - margin["b"]
+    fig.layout["legend"]["y"] = round(-LEGEND_GAP_PX / plot_px, 4)
 
 
 def _note(fig: Figure, text: str) -> None:
@@ -76,7 +90,9 @@ def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[Drafter
     divided by the share at d-1 (how often position d is right when everything
     before it was). With copying on, each bar is split: the part whose accepted
     token at d a drafter head proposed (its shade) under the part copied from the
-    context (green), so a copied token is never credited to an MLP head."""
+    context (green), so a copied token is never credited to an MLP head. Positions
+    the run's tree did not let the heads draft are a grey band, labelled so: their
+    zeros say nothing of the heads."""
     lay = _layout_or_default(layout)
     depth = lay.depth
     xs = list(range(1, depth + 1))
@@ -84,16 +100,18 @@ def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[Drafter
     unc = stats.acceptance_by_position(depth) if steps else [0.0] * depth
     cond = stats.conditional_acceptance_by_position(depth) if steps else [0.0] * depth
     copied = stats.copied_acceptance_by_position(depth) if steps else [0.0] * depth
-    fig = _figure(f"Acceptance by draft position ({steps} verify steps)",
+    fig = _figure(f"Acceptance by draft position ({steps} verify steps)", height=400,
                   xaxis={"title": {"text": "draft position d"}, "tickmode": "linear", "dtick": 1,
                          "range": [0.4, depth + 0.6]},
                   yaxis={"title": {"text": "acceptance"}, "range": [0, 1.12]})
+    _legend_below(fig)
+    skipped = set(lay.not_drafted())
+    colours = [palette.REJECTED_PLOT if d in skipped else _position_colour(d, lay) for d in xs]
     if any(copied):
         fig.layout["barmode"] = "stack"
         drafter_part = [max(a - c, 0.0) for a, c in zip(unc, copied)]
         fig.data.append({"type": "bar", "x": xs, "y": [round(a, 4) for a in drafter_part],
-                         "name": "unconditional, drafter's heads",
-                         "marker": {"color": [_position_colour(d, lay) for d in xs]},
+                         "name": "unconditional, drafter's heads", "marker": {"color": colours},
                          "hovertemplate": "position %{x}<br>drafter's heads %{y:.2f}<extra></extra>"})
         fig.data.append({"type": "bar", "x": xs, "y": [round(c, 4) for c in copied],
                          "name": "unconditional, copied from the context",
@@ -101,24 +119,50 @@ def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[Drafter
                          "hovertemplate": "position %{x}<br>copied %{y:.2f}<extra></extra>"})
     else:
         fig.data.append({"type": "bar", "x": xs, "y": [round(a, 4) for a in unc],
-                         "name": "unconditional: P(accepted length ≥ d)",
-                         "marker": {"color": [_position_colour(d, lay) for d in xs]},
+                         "name": "unconditional: P(accepted length ≥ d)", "marker": {"color": colours},
                          "hovertemplate": "position %{x}<br>unconditional %{y:.2f}<extra></extra>"})
-    fig.data.append({"type": "scatter", "mode": "lines+markers", "x": xs, "y": [round(c, 4) for c in cond],
+    # No line where nothing was drafted: a zero there would read as a measured one.
+    line = [None if d in skipped and d > lay.copy else round(c, 4) for d, c in zip(xs, cond)]
+    fig.data.append({"type": "scatter", "mode": "lines+markers", "x": xs, "y": line,
                      "name": "conditional: P(d accepted | d−1 accepted)",
                      "line": {"color": "#333", "width": 2}, "marker": {"size": 7, "color": "#333"},
                      "hovertemplate": "position %{x}<br>conditional %{y:.2f}<extra></extra>"})
-    s, drafted = lay.serial_positions, lay.max_depth
-    if 0 < s < drafted:
-        fig.layout["shapes"].append({"type": "line", "x0": s + 0.5, "x1": s + 0.5, "y0": 0, "y1": 1, "yref": "paper",
-                                     "line": {"color": "#999", "dash": "dot"}})
-        for x, text, head in (((1 + s) / 2, lay.label_of("serial"), "serial"),
-                              ((s + 1 + drafted) / 2, lay.label_of("mlp"), "mlp")):
-            fig.layout["annotations"].append({"x": x, "y": 1.07, "text": text, "showarrow": False,
-                                              "font": {"color": palette.plot_colour(head, 0, 1)}})
+    _family_labels(fig, lay)
+    _not_drafted_band(fig, lay)
     if not steps:
         _note(fig, "no verify steps yet")
     return fig
+
+
+def _family_labels(fig: Figure, lay: DrafterLayout) -> None:
+    """The families' names over their drafted positions, a dotted line between them."""
+    s, drafted = lay.serial_positions, lay.drafted_depth
+    spans = [((1 + min(s, drafted)) / 2, lay.label_of("serial"), "serial")] if s else []
+    if drafted > s:
+        spans.append(((s + 1 + drafted) / 2, lay.label_of("mlp") if drafted - s > 1 else "MLP head 1", "mlp"))
+        if s:
+            fig.layout["shapes"].append({"type": "line", "x0": s + 0.5, "x1": s + 0.5, "y0": 0, "y1": 1,
+                                         "yref": "paper", "line": {"color": "#999", "dash": "dot"}})
+    for x, text, head in spans:
+        fig.layout["annotations"].append({"x": x, "y": 1.07, "text": text, "showarrow": False,
+                                          "font": {"color": palette.plot_colour(head, 0, 1)}})
+
+
+def _not_drafted_band(fig: Figure, lay: DrafterLayout, x_shift: float = 0.0) -> None:
+    """A grey band over the drafter's positions the run's tree did not draft, saying so."""
+    skipped = lay.not_drafted()
+    if not skipped:
+        return
+    x0, x1 = skipped[0] - 0.5 + x_shift, skipped[-1] + 0.5 + x_shift
+    fig.layout["shapes"].append({"type": "rect", "xref": "x", "yref": "paper", "x0": x0, "x1": x1, "y0": 0,
+                                 "y1": 1, "layer": "below", "line": {"width": 0}, "fillcolor": NOT_DRAFTED_FILL})
+    fig.layout["annotations"].append({"x": (x0 + x1) / 2, "y": 0.5, "xref": "x", "yref": "paper",
+                                      "text": f"{'heads: ' if lay.copy else ''}not drafted<br>"
+                                              f"(tree depth {lay.drafted_depth})",
+                                      "showarrow": False, "font": {"size": 11, "color": "#777"}})
+
+
+NOT_DRAFTED_FILL = "#efefef"
 
 
 def accepted_length_figure(stats: Optional[GenerationStats], layout: Optional[DrafterLayout]) -> Figure:
@@ -130,13 +174,16 @@ def accepted_length_figure(stats: Optional[GenerationStats], layout: Optional[Dr
     ys = (hist + [0] * (depth + 1))[:depth + 1]
     total = sum(ys)
     mean = sum(k * c for k, c in enumerate(ys)) / total if total else 0.0
-    fig = _figure(f"Accepted length per verify step (mean {mean:.2f})",
+    fig = _figure(f"Accepted length per verify step (mean {mean:.2f})", height=400,
                   xaxis={"title": {"text": "drafted tokens accepted in one verify step"}, "tickmode": "linear",
                          "dtick": 1, "range": [-0.6, depth + 0.6]},
                   yaxis={"title": {"text": "verify steps"}, "rangemode": "tozero"})
     colours = [palette.NEUTRAL_PLOT] + [_position_colour(d, lay) for d in xs[1:]]
     fig.data.append({"type": "bar", "x": xs, "y": ys, "name": "verify steps", "marker": {"color": colours},
                      "hovertemplate": "%{y} steps accepted %{x} drafted tokens<extra></extra>"})
+    fig.layout["showlegend"] = False  # one trace: its name is the y axis's title
+    if not lay.copy:  # copied runs can be longer than the tree: then every length is possible
+        _not_drafted_band(fig, lay)
     if not total:
         _note(fig, "no verify steps yet")
     return fig
@@ -158,8 +205,9 @@ def speed_figure(vanilla: Sequence[tuple[float, int]], gumiho: Sequence[tuple[fl
     xaxis = {"title": {"text": "seconds since the run started"}, "rangemode": "tozero"}
     if t_max:
         xaxis["range"] = [0, round(t_max * 1.03, 3)]
-    fig = _figure("Tokens per second over time", xaxis=xaxis,
+    fig = _figure("Tokens per second over time", height=360, xaxis=xaxis,
                   yaxis={"title": {"text": "tokens/s so far"}, "rangemode": "tozero"})
+    _legend_below(fig)
     for name, series, colour in (("vanilla", vanilla, "#6b6b6b"), ("Gumiho", gumiho, palette.plot_colour("mlp", 0, 1))):
         xs, ys = _rate_points(series)
         fig.data.append({"type": "scatter", "mode": "lines+markers", "x": xs, "y": ys, "name": name,
@@ -295,9 +343,8 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
     bottom = (min(ys) if ys else 0) - 0.8
     max_x = int(max(max(xs, default=0), len(target_choices)))
     rows = len({round(v, 3) for v in ys})
-    # Each leaf gets a row of about 20 px, enough for one line of 11 px text; the
-    # paper's tree has some 50 leaves.
-    fig = _figure(title or "Draft tree", height=max(320, min(1250, 20 * rows + 170)),
+    height, roomy = tree_height(rows)
+    fig = _figure(title or "Draft tree", height=height,
                   xaxis={"title": {"text": _families_title(lay, max_x)}, "tickmode": "array",
                          "tickvals": list(range(max_x + 1)), "ticktext": _column_heads(heads, depths, lay, max_x),
                          "side": "bottom", "range": [-0.4, max_x + 0.9], "zeroline": False, "showgrid": False},
@@ -323,9 +370,12 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
                              "name": "accepted path" if on_path else "rejected branches"})
     choice_at = {d: visible(c) for d, c in enumerate(target_choices, start=1)}
     colours, labels, hovers, sizes, outlines, symbols = [], [], [], [], [], []
+    # Where rows are too tight for every label, the nodes a class reads keep theirs: the
+    # accepted path and the drafts competing with it at each depth; the others say it on hover.
+    labelled = set(range(n)) if roomy else acc | {i for i in range(1, n) if parents[i] in acc}
     for i in range(n):
         text = visible(tokens_text[i])
-        short = text if len(text) <= 14 else text[:13] + "…"
+        short = node_label(text)
         if i == 0:
             colours.append("#ffffff")
             outlines.append("#333333")
@@ -345,7 +395,7 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
         label = f"<b>{esc_plot(short)}</b>" if on_path else esc_plot(short)
         if head != default_head(d, lay):
             label += f" <i>{tag}</i>"
-        labels.append(label)
+        labels.append(label if i in labelled else "")
         extra = " (full-tree extension)" if i < len(full_tree) and full_tree[i] else ""
         if on_path:
             verdict = "accepted"
@@ -371,6 +421,24 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
                                           "font": {"size": 11, "color": "#111"}, "bgcolor": "#f4f4f4",
                                           "bordercolor": border})
     return fig
+
+
+TREE_MAX_HEIGHT = 640  # px: the figure fits a laptop's or a projector's screen with its header
+ROW_PX = 20  # a row per leaf, enough for one line of 11 px text
+
+
+def tree_height(rows: int) -> tuple[int, bool]:
+    """(height, whether every node can carry its label) for a tree of ``rows`` leaves.
+    The paper's tree has some 50: at 20 px a row it would be a thousand pixels tall."""
+    wanted = ROW_PX * rows + 170
+    return max(320, min(TREE_MAX_HEIGHT, wanted)), wanted <= TREE_MAX_HEIGHT
+
+
+def node_label(text: str) -> str:
+    """A node's label: short, and a token of punctuation or space alone in guillemets
+    (a bare "," or "." is a speck next to its marker)."""
+    short = text if len(text) <= 14 else text[:13] + "…"
+    return short if any(ch.isalnum() for ch in short) else f"‹{short}›"
 
 
 def _column_heads(heads: Sequence[str], depths: Sequence[int], lay: DrafterLayout, max_x: int) -> list[str]:

@@ -24,7 +24,7 @@ from gumiho.models import DEFAULT_TARGET_LABEL, drafter_dtype, is_model_folder, 
 
 from . import gpu
 from .access import Access, is_default
-from .inputs import DRAFTER_KINDS, DRAFTER_LABELS
+from .inputs import DRAFTER_KINDS, DRAFTER_LABELS, MAX_WAITING
 
 log = logging.getLogger("gumiho.app")
 
@@ -72,7 +72,39 @@ def _reachable(host: str = "huggingface.co", port: int = 443, timeout: float = 3
     return bool(ok)
 
 
-def check_loadable(name: str) -> None:
+def _cached(name: str, files: tuple) -> bool:
+    """Is any of ``files`` of hub repo ``name`` downloaded already?"""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return any(isinstance(try_to_load_from_cache(name, f), str) for f in files)
+    except Exception:  # an id the hub library refuses (bad characters, ...)
+        raise GumihoError(f"{name!r} is not a valid hub id (like 'org/name') or an existing folder.") from None
+
+
+def _offline_reason() -> str:
+    """Why a hub id that is not downloaded cannot load here ("" when the Hub is reachable)."""
+    from huggingface_hub import constants
+
+    if getattr(constants, "HF_HUB_OFFLINE", False):
+        return "this app runs offline (HF_HUB_OFFLINE)"
+    if not _reachable():
+        return "the Hugging Face Hub cannot be reached from here (offline)"
+    return ""
+
+
+def _instead(access: Optional[Access], drafter: bool) -> str:
+    """What to do instead, as far as this deployment allows it (a public one may read
+    no folders: it must not advise one)."""
+    folders = access is None or access.local_paths
+    if drafter:
+        return ("Give a drafter folder instead, or leave the drafter box empty." if folders else
+                "Leave the drafter box empty: the models this demo lists bring their own drafters.")
+    return ("Give a local folder instead, or leave the box empty for the default model." if folders else
+            "Leave the box empty for the default model.")
+
+
+def check_loadable(name: str, access: Optional[Access] = None) -> None:
     """Fail fast, with a clear message, for a model that cannot load here: a
     missing folder, or a hub id that is not downloaded while the Hub is out of
     reach (transformers would otherwise retry for about a minute)."""
@@ -81,21 +113,43 @@ def check_loadable(name: str) -> None:
         if not is_model_folder(path):  # missing, a file, a folder of something else: one answer for all
             raise no_model_folder(name)
         return
-    try:
-        from huggingface_hub import constants, try_to_load_from_cache
-
-        cached = try_to_load_from_cache(name, "config.json")
-    except Exception:  # an id the hub library refuses (bad characters, ...)
-        raise GumihoError(f"{name!r} is not a valid hub id (like 'org/name') or an existing folder.") from None
-    if isinstance(cached, str):
+    if _cached(name, ("config.json",)):
         return  # downloaded before: loads offline
-    if getattr(constants, "HF_HUB_OFFLINE", False):
-        raise GumihoError(f"{name!r} is not downloaded and this app runs offline (HF_HUB_OFFLINE), so it cannot "
-                          f"load. Give a local folder instead, or leave the box empty for the default model.")
-    if not _reachable():
-        raise GumihoError(f"{name!r} is not downloaded and the Hugging Face Hub cannot be reached from here "
-                          f"(offline), so it cannot load. Give a local folder instead, or leave the box empty "
-                          f"for the default model.")
+    reason = _offline_reason()
+    if reason:
+        raise GumihoError(f"{name!r} is not downloaded and {reason}, so it cannot load. "
+                          f"{_instead(access, drafter=False)}")
+
+
+DRAFTER_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")  # a drafter repo holds one of these
+
+
+def check_drafter_loadable(path: str, access: Optional[Access] = None) -> None:
+    """The same for a drafter given by hub id, in the app's words (the hub library's
+    own would follow, naming files and a local-folder fallback)."""
+    if looks_like_path(path) or os.path.exists(os.path.expanduser(path)) or "/" not in path:
+        return  # a folder: the loader's own message names it as typed
+    if _cached(path, DRAFTER_FILES):
+        return
+    reason = _offline_reason()
+    if reason:
+        raise GumihoError(f"The drafter {path!r} is not downloaded and {reason}, so it cannot load. "
+                          f"{_instead(access, drafter=True)}")
+
+
+def load_drafter_as_typed(typed: str, folder: str, target: Target) -> Drafter:
+    """``load_drafter`` whose messages name the drafter as the user typed it (not the
+    server's expanded path: '~/x' must not show this machine's home), and whose
+    failures of a malformed folder are the app's words, not Python's."""
+    try:
+        return load_drafter(folder, target)
+    except GumihoError as e:
+        raise GumihoError(str(e).replace(folder, typed)) from None
+    except (TypeError, KeyError, ValueError, AttributeError, OSError) as e:
+        log.info("drafter %r could not be read: %s: %s", typed, type(e).__name__, e)
+        raise GumihoError(f"The drafter at {typed!r} could not be read: its config.json or weights are not a "
+                          f"drafter's (a field is missing or malformed). A drafter folder is written by "
+                          f"`python -m gumiho.train`.") from None
 
 
 BUSY = ("The server is busy: {n} requests are already waiting for the model, the most it queues. Try again in a "
@@ -106,17 +160,17 @@ class ModelThread:
     """One daemon thread that runs submitted functions in order (a one-worker
     executor that does not hold the process open at exit, mid-load or mid-run).
 
-    At most ``max_waiting`` jobs wait at a time; one more is refused with a
-    GumihoError. The web server's queue limits what reaches it, but only while
-    every request it lets go (a cancelled one) also leaves this queue: the bound
-    keeps a request that slips past it from queueing unbounded work. A job whose
-    future is cancelled before it starts is dropped and holds no place.
+    At most ``max_waiting`` jobs wait at a time; one more is refused at once with
+    a GumihoError (BUSY). This is the app's queue for model work: the web server
+    hands every run straight here (app/tabs/shared.py), so the refusal a visitor
+    sees is this one, in the app's words. A job whose future is cancelled before
+    it starts is dropped and holds no place.
 
     A job runs in a copy of its submitter's context variables, as it would in the
     submitter's own thread: a web request's context reaches the model work it asks
     for (on a ZeroGPU Space, the GPU is booked on that request's quota)."""
 
-    def __init__(self, max_waiting: int = 4):
+    def __init__(self, max_waiting: int = 8):
         self._jobs: "deque[tuple[Future, object]]" = deque()
         self._cv = threading.Condition()
         self.max_waiting = max_waiting
@@ -159,7 +213,7 @@ class ModelHub:
     however many sessions take turns."""
 
     def __init__(self, default_loader: Callable[[], Target] = lambda: load_target(None, device=gpu.model_device()),
-                 warmup: bool = True, access: Optional[Access] = None, max_waiting: int = 4):
+                 warmup: bool = True, access: Optional[Access] = None, max_waiting: Optional[int] = None):
         self._default_loader = default_loader
         self.access = access if access is not None else Access.from_env()
         self._warmup = warmup
@@ -172,7 +226,7 @@ class ModelHub:
         self._drafters: dict = {}  # (target key, kind) -> (source key, Drafter, trained)
         self._custom: Optional[tuple[str, Target]] = None
         self._started = False
-        self._worker = ModelThread(max_waiting)
+        self._worker = ModelThread(max_waiting or MAX_WAITING)
         self.gpu_key = gpu.remember_hub(self)  # how a ZeroGPU worker finds its copy of this hub
 
     # -- the default target, in the background -----------------------------------------
@@ -289,7 +343,10 @@ class ModelHub:
         cached = self._drafters.get(key)
         if cached is not None and cached[0] == source:
             return cached[1], cached[2], source
-        if folder:
+        if folder and path:
+            check_drafter_loadable(path, self.access)
+            drafter = load_drafter_as_typed(path, folder, target)
+        elif folder:
             drafter = load_drafter(folder, target)
         else:
             drafter = _random_drafter(target, kind)
@@ -330,7 +387,7 @@ class ModelHub:
     def _custom_target(self, name: str) -> Target:
         if self._custom is not None and self._custom[0] == name:
             return self._custom[1]
-        check_loadable(name)
+        check_loadable(name, self.access)
         # Only one extra model at a time: free the previous one (and its drafters) first.
         if self._custom is not None:
             old = self._custom[0]

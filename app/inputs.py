@@ -10,7 +10,7 @@ from typing import Optional
 
 from gumiho import GenerationSettings, GumihoError, TreeSettings, registry
 from gumiho.drafter import DRAFTER_KINDS
-from gumiho.models import check_text
+from gumiho.models import DEFAULT_TARGET_LABEL, check_text
 
 from . import gpu
 from .access import Access
@@ -32,26 +32,38 @@ if set(DRAFTER_LABELS) != set(DRAFTER_KINDS):
                       f"{sorted(DRAFTER_KINDS)}: give every kind a label.")
 
 
-def _env_int(name: str, default: int) -> int:
+def env_int(name: str, default: int) -> int:
     try:
         return int(os.environ.get(name, default))
     except ValueError:
         return default
 
 
-MAX_NEW_TOKENS = _env_int("GUMIHO_APP_MAX_NEW_TOKENS", 512)
-MAX_PROMPT_TOKENS = _env_int("GUMIHO_APP_MAX_PROMPT_TOKENS", 2048)
+MAX_NEW_TOKENS = env_int("GUMIHO_APP_MAX_NEW_TOKENS", 512)
+MAX_PROMPT_TOKENS = env_int("GUMIHO_APP_MAX_PROMPT_TOKENS", 2048)
 MAX_PROMPT_CHARS = 40_000
 MAX_TEMPERATURE = 2.0
 MAX_TREE_DEPTH = 7
 MAX_TREE_TOP_K = 10
 MAX_TREE_NODES = 128
 WALK_MAX_NEW_TOKENS = 64
+# Runs waiting for the model thread, at most; one more is refused with "The server is busy".
+MAX_WAITING = max(1, env_int("GUMIHO_APP_MAX_WAITING", 8))
 
 # The engine's tree for the device the default model runs on (small on a CPU, the
 # paper's 63 nodes on a GPU, ZeroGPU's included: app/gpu.py imports `spaces` first):
 # the defaults of the controls and the MLP-depth settings that have no control.
 DEVICE_TREE = TreeSettings.for_device(gpu.model_device())
+
+# The paper's tree shape, as the engine drafts it on a GPU (TreeSettings.for_device):
+# 63 drafted tokens to depth 7, every MLP head in use, and 8 full-tree tokens. The
+# walkthrough drafts it always (a step-through has no clock to protect), the race
+# when asked to (RACE_SHAPES): on a CPU it costs more verify time than it saves.
+PAPER_TREE_SETTINGS = TreeSettings(total_tokens=63, depth=7, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True,
+                                   full_tree_tokens=8)
+# The race's tree: the controls' (sized for this machine), or the paper's.
+SIZED_SHAPE, PAPER_SHAPE = "sized", "paper"
+RACE_SHAPES = (SIZED_SHAPE, PAPER_SHAPE)
 
 
 # The copy proposer (gumiho.proposers.copying) drafts beside the drafter unless the user turns
@@ -145,11 +157,34 @@ def text_field(value, name: str, what: str) -> str:
     return check_text(value, name).strip()
 
 
+def check_pair(target_id: str, drafter_path: str) -> None:
+    """Refuse, from the names alone, one of the paper's drafters given for a target it
+    was not trained for (it would be fetched from the Hub, gigabytes, to fail then on
+    its shapes): each official drafter names its target in the registry."""
+    drafter = registry.get(drafter_path) if drafter_path else None
+    if drafter is None or not drafter.official:
+        return
+    if target_id.strip().rstrip("/").lower() == drafter.target.lower():
+        return
+    given = target_id.strip() or DEFAULT_TARGET_LABEL + " (the default)"
+    raise GumihoError(f"{drafter.name} is the paper's drafter for {drafter.target}, not for {given[:80]}: "
+                      f"put {drafter.name} in the target box alone (it brings this drafter), or leave the "
+                      f"drafter box empty.")
+
+
 def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k, budget,
                   drafter_kind="gumiho", target_id="", drafter_path="",
                   max_tokens_cap: Optional[int] = None, cost_aware=None, access: Optional[Access] = None,
-                  copy=None) -> Request:
+                  copy=None, shape=None) -> Request:
+    """``shape``: SIZED_SHAPE (or None), the tree the controls give; PAPER_SHAPE, the
+    paper's tree, whatever the tree controls say (they are then neither used nor checked)."""
     cap = max_tokens_cap or MAX_NEW_TOKENS
+    shape = text_field(shape, "The tree", f"one of {', '.join(RACE_SHAPES)}") or SIZED_SHAPE
+    if shape not in RACE_SHAPES:
+        raise GumihoError(f"Unknown tree {shape[:40]!r}; choose one of {', '.join(RACE_SHAPES)}.")
+    if shape == PAPER_SHAPE:
+        depth, top_k, budget, cost_aware = (PAPER_TREE_SETTINGS.depth, PAPER_TREE_SETTINGS.top_k,
+                                            PAPER_TREE_SETTINGS.total_tokens, False)
     prompt = check_prompt(prompt)
     n = whole(max_new_tokens, "Max new tokens", 1, cap, f"a whole number from 1 to {cap} in this demo")
     temp = real(temperature, "Temperature", 0.0, MAX_TEMPERATURE, f"between 0 and {MAX_TEMPERATURE:g} (0 = greedy)")
@@ -183,6 +218,9 @@ def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k
         target_id, drafter_path = pair.target, drafter_path or pair.drafter
     elif pair is not None:
         target_id, kind = "", pair.drafter
+    check_pair(target_id, drafter_path)
+    if shape == PAPER_SHAPE:
+        tree = PAPER_TREE_SETTINGS
     settings = GenerationSettings(max_new_tokens=n, temperature=temp, top_p=p, seed=s, tree=tree).validate()
     copying = flag(copy, "Copy from the context", COPY_DEFAULT)
     return Request(prompt, settings, kind, target_id, drafter_path, copying)

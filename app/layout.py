@@ -15,7 +15,7 @@ import gradio as gr
 from .hub import ModelHub
 from .tabs.api import add_api
 from .tabs.race import add_race_tab
-from .tabs.shared import CONCURRENCY, new_session
+from .tabs.shared import QUEUE_SIZE, new_session
 from .tabs.status import add_status, wire_status
 from .tabs.walkthrough import add_walk_tab
 
@@ -55,11 +55,10 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
         with gr.Tabs():
             race = add_race_tab(hub, session, examples, ready)
             walk = add_walk_tab(hub, session, examples, ready, race)
-        wire_status(demo, hub, status, race.run_btn, walk.walk_btn, race.drafter)
-        add_api(hub)
+        wire_status(demo, hub, status, [race.run_btn, race.paper_btn], walk.walk_btn, race.drafter)
+        demo.api_defaults = add_api(hub)  # read by app.guard (app/server.py)
 
-    demo.queue(max_size=int(os.environ.get("GUMIHO_APP_QUEUE_SIZE", "64") or 64),
-               default_concurrency_limit=CONCURRENCY)
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=None)
     return demo
 
 

@@ -136,7 +136,7 @@ class Progress:
             return f"Timing Gumiho decoding alone… {self.gumiho}/{self.max_tokens} tokens"
         if self.phase == "loading":
             return "Loading the model for this request…"
-        return "Preparing…"
+        return "Waiting for the model (one generation runs at a time)…"
 
 
 class Lane:
@@ -241,7 +241,7 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
         progress.phase = "done"
     tok = target.tokenizer
     vanilla = record("vanilla", v_events, tok, ids)
-    gumiho = record("gumiho", g_events, tok, ids, res.drafter)
+    gumiho = record("gumiho", g_events, tok, ids, res.drafter, req.settings.tree.depth)
     if stop.is_set():
         vanilla.stopped = gumiho.stopped = True
     return RaceResult(prompt_tokens=len(ids), vanilla=vanilla, gumiho=gumiho, model=target.name,

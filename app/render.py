@@ -14,7 +14,7 @@ from typing import Iterable, Optional
 from gumiho import metrics
 
 from . import palette
-from .tokens import DrafterLayout, RaceResult, RunRecord, StepView, TokenView
+from .tokens import DEFAULT_HEAD_LABELS, DrafterLayout, RaceResult, RunRecord, StepView, TokenView
 
 _EXTRA = {"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;", "\\": "&#92;"}
 
@@ -47,7 +47,9 @@ def head_name(head: str, position: int, layout: Optional[DrafterLayout]) -> str:
         return f"{(layout or DrafterLayout()).label_of('serial')} (step {position})"
     if head == "mlp":
         first_mlp = (layout.serial_positions if layout else 0)
-        return f"MLP head {position - first_mlp}"
+        label = (layout or DrafterLayout()).label_of("mlp")
+        own = "" if label == DEFAULT_HEAD_LABELS["mlp"] else f"{label}: "  # a format's own words (Medusa heads)
+        return f"{own}MLP head {position - first_mlp}"
     if head == "copy":
         return "copied from the context (prompt or answer so far)"
     return "target"
@@ -108,22 +110,39 @@ def ghost_span(tv: TokenView, layout: Optional[DrafterLayout]) -> str:
 def render_steps(views: Iterable[StepView], layout: Optional[DrafterLayout], show_rejected: bool = False) -> str:
     """The token column: accepted drafts coloured by head and position, the
     target's bonus tokens neutral, and (on demand) each step's rejected drafts as
-    struck-through ghosts between its accepted drafts and its bonus token.
-    Steps only ever append, so a growing column streams as a growing string."""
-    out = []
+    struck-through ghosts. A ghost group is drawn after the word it was rejected in
+    (a ghost inside a word would split it: "Sc att oc rad ast attering"), and a
+    zero-width mark (:data:`GHOST_MARK`) keeps the exact place: between the step's
+    accepted drafts and its bonus token. Steps only ever append, so a growing column
+    streams as a growing string (a word still open at the end has its ghosts last)."""
+    out: list[str] = []
+    pending: list[str] = []  # ghost groups waiting for the end of their word
     for v in views:
         bonus_at = sum(1 for t in v.tokens if t.head != "target")
         for k, tv in enumerate(v.tokens):
+            if pending and _starts_a_word_break(tv.text):
+                out.extend(pending)
+                pending.clear()
             if k == bonus_at and show_rejected and v.rejected:
-                out.append(_ghosts(v, layout))
+                out.append(GHOST_MARK)
+                pending.append(_ghosts(v, layout))
             out.append(token_span(tv, layout))
         if show_rejected and v.rejected and bonus_at >= len(v.tokens):
-            out.append(_ghosts(v, layout))
-    return "".join(out)
+            out.append(GHOST_MARK)
+            pending.append(_ghosts(v, layout))
+    return "".join(out + pending)
+
+
+GHOST_MARK = '<span class="ghost-at" title="rejected drafts of this step: after the word"></span>'
 
 
 def _ghosts(v: StepView, layout) -> str:
     return '<span class="ghosts">' + "".join(ghost_span(r, layout) for r in v.rejected) + "</span>"
+
+
+def _starts_a_word_break(text: str) -> bool:
+    """Does a token with this text begin after a word's end (a space, punctuation, a line)?"""
+    return bool(text) and not (text[0].isalnum() or text[0] in "_'’")
 
 
 def render_run(run: RunRecord, n_steps: Optional[int] = None, show_rejected: bool = False) -> str:
@@ -134,6 +153,7 @@ def render_run(run: RunRecord, n_steps: Optional[int] = None, show_rejected: boo
 def render_legend(layout: Optional[DrafterLayout]) -> str:
     if layout is None:
         return ""
+    skipped = set(layout.not_drafted())
     items = []
     for head in layout.named_heads:  # in the proposer's order, in its words
         name = esc(head.label[:1].upper() + head.label[1:])
@@ -142,15 +162,40 @@ def render_legend(layout: Optional[DrafterLayout]) -> str:
                          f'{palette.COPY_BG}" title="a run of tokens found earlier in the prompt or the answer">'
                          f'copy</span></span>')
         else:
-            sw = "".join(_swatch(head.family, d, layout) for d in head.positions)
+            sw = "".join(_swatch(head.family, d, layout, d in skipped) for d in head.positions)
             items.append(f'<span class="lg-group"><b>{name}</b> {sw}</span>')
     items.append('<span class="lg-group"><span class="sw h-target">bonus</span> the target\'s own token</span>')
-    items.append('<span class="lg-group"><s class="ghost sw-ghost">ghost</s> rejected draft (toggle below)</span>')
+    items.append('<span class="lg-group"><s class="ghost sw-ghost">ghost</s> rejected draft (shown with '
+                 '"Show rejected drafts")</span>')
     return ('<div class="gm-legend"><span class="lg-title">Colour = who guessed the token; '
-            'shade = draft position (numbers):</span> ' + " ".join(items) + "</div>")
+            'shade = draft position (numbers):</span> ' + " ".join(items) + _not_drafted_note(layout) + "</div>")
 
 
-def _swatch(head: str, position: int, layout: DrafterLayout) -> str:
+def positions_text(positions) -> str:
+    """"4", "4–7": a run of draft positions as the page writes it."""
+    positions = list(positions)
+    return str(positions[0]) if len(positions) == 1 else f"{positions[0]}–{positions[-1]}"
+
+
+def not_drafted_reason(layout: DrafterLayout) -> str:
+    """Why the drafter's deeper positions were not drafted, in one sentence."""
+    return (f"this race's tree stops at depth {layout.drafted_depth}: on a CPU every drafted token makes the "
+            f"target's verify forward longer, so the tree is kept small")
+
+
+def _not_drafted_note(layout: DrafterLayout) -> str:
+    skipped = layout.not_drafted()
+    if not skipped:
+        return ""
+    return (f'<div class="lg-note"><span class="sw nd">{positions_text(skipped)}</span> not drafted: '
+            f"{esc(not_drafted_reason(layout))}. The Walkthrough tab, or <i>Race with the paper's tree</i>, "
+            f"drafts all {layout.max_depth} positions.</div>")
+
+
+def _swatch(head: str, position: int, layout: DrafterLayout, skipped: bool = False) -> str:
+    if skipped:
+        return (f'<span class="sw nd h-{head} p{position}" title="draft position {position}: not drafted in '
+                f'this race ({esc(not_drafted_reason(layout))})">{position}</span>')
     colour = palette.position_colour(position, layout.serial_positions, layout.max_depth, plot=False)
     return (f'<span class="sw h-{head} p{position}" style="background:{colour}" '
             f'title="draft position {position}">{position}</span>')
@@ -211,6 +256,9 @@ def render_result(result: Optional[RaceResult]) -> str:
     lay = g.layout or DrafterLayout()
     who = ("; accepted drafts: " + ", ".join(f"{lay.label_of(h)} {by[h]}" for h in ("serial", "mlp", "copy")
                                              if by.get(h))) if by else ""
+    skipped = lay.not_drafted()
+    if skipped:
+        who += f"; positions {positions_text(skipped)} not drafted (tree depth {lay.drafted_depth})"
     if kind == metrics.SPEEDUP_WALL_TIME:
         detail = (f"{_fmt_s(v.wall_s)} vanilla vs {_fmt_s(g.wall_s)} Gumiho for the same {vs.new_tokens} tokens; "
                   f"tau {gs.tau:.2f}{who}")
@@ -232,5 +280,7 @@ def render_banner(text: str, level: str = "info") -> str:
     """A status line: level is info, loading, ready, warn or error."""
     if not text:
         return ""
-    icon = {"loading": '<span class="spinner"></span>', "error": "⚠️ ", "warn": "⚠️ "}.get(level, "")
+    # The warning sign drawn by CSS, not U+26A0 (an emoji font's glyph where there is one, a box elsewhere).
+    icon = {"loading": '<span class="spinner"></span>', "error": '<span class="sign">!</span>',
+            "warn": '<span class="sign">!</span>'}.get(level, "")
     return f'<div class="gm-banner {esc(level)}">{icon}{esc(text)}</div>'

@@ -5,7 +5,10 @@ import logging
 import os
 from typing import Optional
 
+from starlette.middleware import Middleware
+
 from . import gpu
+from .guard import Guard, page_events
 from .hub import ModelHub
 from .layout import build_app, load_css
 
@@ -22,9 +25,14 @@ def serve(host: Optional[str] = None, port: Optional[int] = None, hub: Optional[
     if gpu.ZERO_GPU:
         hub.start()
     demo = build_app(hub)
-    # No run history: visitors' prompts are not recorded anywhere.
-    demo.launch(server_name=host, server_port=port, css=load_css(), prevent_thread_lock=True, show_error=True,
-                run_history=False)
+    # No run history: visitors' prompts are not recorded anywhere. No error text of
+    # the framework's own reaches a client (show_error=False): the app's messages are
+    # its banners, toasts and the API's ``ok: false``. The guard refuses uploads (the
+    # app has no file inputs; the size cap is a second line) and calls of anything
+    # but the documented API (app/guard.py).
+    guard = Middleware(Guard, events=lambda: page_events(demo), api_defaults=demo.api_defaults)
+    demo.launch(server_name=host, server_port=port, css=load_css(), prevent_thread_lock=True, show_error=False,
+                run_history=False, max_file_size="1kb", app_kwargs={"middleware": [guard]})
     log = logging.getLogger("gumiho.app")
     log.info("serving on http://%s:%d", host, port)
     if hub.access.public:

@@ -7,6 +7,7 @@ rendering can be tested with synthetic events and a toy tokenizer.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -16,6 +17,7 @@ from gumiho.proposers import HEAD_LABELS as DEFAULT_HEAD_LABELS, CopyDrafter, He
 
 REPLACEMENT = "\ufffd"  # what decode() gives for an incomplete UTF-8 sequence
 MAX_PENDING = 4  # a UTF-8 character spans at most 4 bytes, so at most 4 byte tokens
+CUT_SHORT = ("length", "context", "stopped")  # finish reasons of an answer that did not end by itself
 
 
 class Detokenizer:
@@ -104,6 +106,9 @@ class DrafterLayout:
     kind: str = "gumiho"
     copy: int = 0  # the copy proposer's longest guess when it drafts beside it (gumiho.proposers.copying); 0 = off
     heads: tuple[Head, ...] = ()
+    # The deepest position the run's tree let the drafter's heads draft (its depth
+    # setting); 0: every position the drafter has. The copy proposer is not bound by it.
+    tree_depth: int = 0
 
     @classmethod
     def of(cls, drafter) -> Optional["DrafterLayout"]:
@@ -148,6 +153,18 @@ class DrafterLayout:
     def depth(self) -> int:
         """The deepest position a guess can take: the drafter's or the copy proposer's."""
         return max(self.max_depth, self.copy)
+
+    @property
+    def drafted_depth(self) -> int:
+        """The deepest position the drafter's heads drafted in this run."""
+        return min(self.max_depth, self.tree_depth) if self.tree_depth > 0 else self.max_depth
+
+    def not_drafted(self) -> tuple[int, ...]:
+        """The drafter's positions its heads never drafted in this run (the tree was shallower)."""
+        return tuple(range(self.drafted_depth + 1, self.max_depth + 1))
+
+    def with_tree(self, tree_depth: int) -> "DrafterLayout":
+        return dataclasses.replace(self, tree_depth=int(tree_depth or 0))
 
 
 def step_views(events: Sequence[StepEvent], tokenizer, prompt_ids: Sequence[int] = ()) -> list[StepView]:
@@ -228,12 +245,31 @@ class RunRecord:
         return out
 
 
-def record(label: str, events: list[StepEvent], tokenizer, prompt_ids, drafter=None) -> RunRecord:
+def whole_characters(tokenizer, tokens: Sequence[int]) -> str:
+    """The text of ``tokens`` without a character cut at its end: an answer cut by the
+    token limit (or Stop) can end inside a multi-byte character, which decodes to
+    U+FFFD. As the page's columns do (:class:`Detokenizer`), the last tokens are left
+    out while the text ends in U+FFFD, as many as a character can span."""
+    text = tokenizer.decode(list(tokens), skip_special_tokens=True) if tokens else ""
+    for cut in range(1, min(MAX_PENDING - 1, len(tokens)) + 1):
+        if not text.endswith(REPLACEMENT):
+            break
+        shorter = tokenizer.decode(list(tokens[:-cut]), skip_special_tokens=True)
+        if not shorter.endswith(REPLACEMENT):
+            return shorter
+    return text
+
+
+def record(label: str, events: list[StepEvent], tokenizer, prompt_ids, drafter=None, tree_depth: int = 0) -> RunRecord:
     views = step_views(events, tokenizer, prompt_ids)
     tokens = [t for ev in events for t in ev.tokens]
-    text = tokenizer.decode(tokens, skip_special_tokens=True) if tokens else ""
+    reason = events[-1].finish_reason if events else None
+    # Only an answer cut short can end inside a character; one that ended by itself keeps its last U+FFFD.
+    text = (whole_characters(tokenizer, tokens) if reason in CUT_SHORT else
+            tokenizer.decode(tokens, skip_special_tokens=True) if tokens else "")
     stopped = bool(events) and events[-1].finish_reason == "stopped"
-    return RunRecord(label, events, views, DrafterLayout.of(drafter), text, stopped)
+    layout = DrafterLayout.of(drafter)
+    return RunRecord(label, events, views, layout.with_tree(tree_depth) if layout else None, text, stopped)
 
 
 @dataclass

@@ -12,27 +12,24 @@ import threading
 from dataclasses import dataclass, field
 from typing import Optional
 
-from gumiho import GenerationSettings, GumihoError, TreeSettings, stream
+from gumiho import GenerationSettings, GumihoError, stream
 
 from .access import Access
 from .figures import default_head, head_colour, node_heads, proposer, tree_figure
 from .gpu import on_gpu
 from .hub import ModelHub
-from .inputs import DEVICE_TREE, WALK_MAX_NEW_TOKENS, Request, check_prompt_length, parse_request
+from .inputs import DEVICE_TREE, PAPER_TREE_SETTINGS, WALK_MAX_NEW_TOKENS, Request, check_prompt_length, parse_request
 from .render import esc, render_steps, visible
 from .tokens import DrafterLayout, StepView, step_views
 
-# The walkthrough's own tree: the paper's shape, as the engine drafts it on a GPU
-# (gumiho.tree.TreeSettings.for_device): 63 drafted tokens to depth 7, every MLP head
-# in use, and 8 full-tree tokens. The race sizes its tree for speed on this machine,
-# and on a CPU that is 5 tokens to depth 3: one MLP head at most, so a class would
-# almost never see positions 4-7, the parallel heads that are half of what this tab
-# teaches. A step-through has no clock to protect, and the larger verify forward
-# costs little here: 24 tokens of the default model take about 1.3 s on two CPU
-# cores with this tree (some 3 s the first time, while the larger shapes warm up),
-# against 0.6 s with the race's.
-WALK_TREE = TreeSettings(total_tokens=63, depth=7, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True,
-                         full_tree_tokens=8)
+# The walkthrough's own tree: the paper's shape (app.inputs.PAPER_TREE_SETTINGS). The
+# race sizes its tree for speed on this machine, and on a CPU that is 5 tokens to
+# depth 3: one MLP head at most, so a class would almost never see positions 4-7,
+# the parallel heads that are half of what this tab teaches. A step-through has no
+# clock to protect, and the larger verify forward costs little here: 24 tokens of the
+# default model take about 1.3 s on two CPU cores with this tree (some 3 s the first
+# time, while the larger shapes warm up), against 0.6 s with the race's.
+WALK_TREE = PAPER_TREE_SETTINGS
 
 PAPER_TREE = "paper"
 RACE_TREE = "race"
@@ -85,6 +82,21 @@ EXPLANATION = EXPLANATION.format(race_nodes=DEVICE_TREE.total_tokens, race_depth
 
 
 @dataclass
+class WalkProgress:
+    """How far the walkthrough's generation has got (written on the model thread, read
+    by the page's: plain fields)."""
+
+    max_tokens: int = 0
+    tokens: int = 0
+    started: bool = False  # the model thread has taken the job
+
+    def text(self, tree_label: str) -> str:
+        if not self.started:
+            return "Waiting for the model (one generation runs at a time)…"
+        return f"Generating with {tree_label}: {self.tokens} of at most {self.max_tokens} tokens…"
+
+
+@dataclass
 class WalkStep:
     step: int
     node_text: list[str]
@@ -116,10 +128,11 @@ class Walk:
 
 
 def walk_request(prompt, max_new_tokens, tree_choice, depth, top_k, budget, drafter_kind="gumiho", target_id="",
-                 drafter_path="", cost_aware=None, access: Optional[Access] = None, copy=None) -> Request:
+                 drafter_path="", cost_aware=None, access: Optional[Access] = None, copy=None,
+                 race_shape=None) -> Request:
     """The walkthrough's request: greedy, at most WALK_MAX_NEW_TOKENS tokens, with the
     paper's tree (WALK_TREE) or, for ``tree_choice == RACE_TREE``, the tree the race's
-    controls give (``depth``, ``top_k``, ``budget``, ``cost_aware``)."""
+    controls give (``depth``, ``top_k``, ``budget``, ``cost_aware``, ``race_shape``: the race's choice of tree)."""
     choice = tree_choice or PAPER_TREE  # an old page or an API call may leave it out
     if choice not in TREE_LABELS:
         raise GumihoError(f"Unknown tree {str(tree_choice)[:40]!r}; choose {PAPER_TREE!r} or {RACE_TREE!r}.")
@@ -129,7 +142,7 @@ def walk_request(prompt, max_new_tokens, tree_choice, depth, top_k, budget, draf
         depth, top_k, budget, cost_aware = WALK_TREE.depth, WALK_TREE.top_k, WALK_TREE.total_tokens, False
     req = parse_request(prompt, max_new_tokens, 0.0, 1.0, 0, depth, top_k, budget, drafter_kind, target_id,
                         drafter_path, max_tokens_cap=WALK_MAX_NEW_TOKENS, cost_aware=cost_aware, access=access,
-                        copy=copy)
+                        copy=copy, shape=race_shape if choice == RACE_TREE else None)
     if choice == PAPER_TREE:
         req.settings = dataclasses.replace(req.settings, tree=WALK_TREE).validate()
     return req
@@ -147,12 +160,19 @@ def _piece(tok, ctx: list[int], token: int) -> str:
 
 
 @on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/gpu.py); elsewhere unchanged
-def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = None) -> Walk:
+def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = None,
+                 progress: Optional["WalkProgress"] = None) -> Walk:
+    progress = progress or WalkProgress()
+    progress.max_tokens = req.settings.max_new_tokens
     res = hub.resolve(req.target_id, req.drafter_kind, req.drafter_path, req.copy)
     target, drafter = res.target, res.drafter
     ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
     settings: GenerationSettings = req.settings
-    events = list(stream(target, ids, drafter, settings, stop=stop, keep_trees=True))
+    progress.started = True
+    events = []
+    for ev in stream(target, ids, drafter, settings, stop=stop, keep_trees=True):
+        events.append(ev)
+        progress.tokens += len(ev.tokens)
     tok = target.tokenizer
     views = step_views(events, tok, ids)
     layout = DrafterLayout.of(drafter) or DrafterLayout()

@@ -4,6 +4,7 @@ and walkthrough logic on a tiny random target. No browser, no real model."""
 from __future__ import annotations
 
 import dataclasses
+import html as html_module
 import json
 import re
 import threading
@@ -176,11 +177,29 @@ def test_rejected_ghosts_only_on_demand_and_before_the_bonus():
     ghosts = re.findall(r'<s class="ghost ([^"]+)"[^>]*title="([^"]*)">([^<]*)</s>', html)
     assert [(g[2]) for g in ghosts] == ["X", "&lt;", "Q"]
     assert "h-mlp p4" in ghosts[0][0] and "rejected draft" in ghosts[0][1]
-    # Order in step 1: accepted drafts, then the ghosts, then the bonus token.
-    flat = re.sub(r"<[^>]+>", "|", html)
-    assert flat.index("y") < flat.index("X") < flat.index("o")
+    # Step 1's place is marked between its accepted drafts and its bonus token; its ghosts
+    # follow the word they were rejected in ("yoé", ended by the special token), never inside it.
+    flat = re.sub(r'<span class="ghost-at"[^>]*></span>', "^", html)
+    flat = html_module.unescape(re.sub(r"<[^>]+>", "", flat))
+    assert flat.index("y") < flat.index("^") < flat.index("o") < flat.index("é") < flat.index("X")
+    assert flat.index("X") < flat.index("Q") < flat.index("<|end|>") and "y^o^é" in flat
     # The ghosts are added around the same token spans, never instead of them.
     assert html.count('<span class="tok ') == plain.count('<span class="tok ')
+
+
+def test_ghosts_never_split_a_word():
+    """Issue 41: with "Show rejected drafts" on, "Scattering" read "Sc att oc rad ast attering"."""
+    pieces = [("Sc", "target"), ("att", "serial"), ("ering", "target"), (" light", "target")]
+    events, t = [], 0.0
+    for step, (text, head) in enumerate(pieces):
+        t += 0.1
+        ids = b(text)
+        emitted = [(x, 1 if head == "serial" else 0, head if i == 0 else "target", 0.5) for i, x in enumerate(ids)]
+        events.append(ev(step, emitted, rejected=[(ord("o"), 1, "serial", 0.2), (ord("c"), 2, "serial", 0.1)]
+                         if step else [], t=t))
+    html = render_steps(step_views(events, TOK), LAYOUT, show_rejected=True)
+    flat = re.sub(r"<[^>]+>", "", re.sub(r"<span class=\"ghosts\">.*?</s></span>", "#", html))
+    assert re.search(r"Scattering#+ light", flat), flat  # every group follows the word, none is inside it
 
 
 def test_legend_lists_both_families_and_the_neutral_bonus():

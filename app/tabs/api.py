@@ -2,6 +2,7 @@
 clients of the API rather than the page."""
 from __future__ import annotations
 
+import inspect
 import threading
 
 import gradio as gr
@@ -9,11 +10,12 @@ import gradio as gr
 from ..hub import ModelHub
 from ..inputs import COPY_DEFAULT, DEVICE_TREE, parse_request
 from ..race import compute_race, error_summary, on_model_thread, summary, until_ready
-from .shared import CONCURRENCY, GENERATE, friendly
+from .shared import GENERATE, friendly
 
 
-def add_api(hub: ModelHub) -> None:
-    """Register ``/race`` on the Blocks being built."""
+def add_api(hub: ModelHub) -> list:
+    """Register ``/race`` on the Blocks being built; return its parameters' defaults
+    in order (None for the prompt, which has none), for app.guard to complete short calls."""
 
     # A function of its own, not a bound one: Gradio reads the endpoint's parameters,
     # their types and defaults, and its description from this signature and docstring.
@@ -31,7 +33,11 @@ def add_api(hub: ModelHub) -> None:
         return await api_race(hub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k,
                               tree_nodes, drafter, target, drafter_path, tree_cost_aware, copy_from_context)
 
-    gr.api(race_api, api_name="race", concurrency_id=GENERATE, concurrency_limit=CONCURRENCY)
+    # No concurrency limit of Gradio's: the model thread is the queue, and it refuses
+    # work beyond its bound with "The server is busy" (app/tabs/shared.py says why).
+    gr.api(race_api, api_name="race", concurrency_id=GENERATE, concurrency_limit=None)
+    return [None if p.default is inspect.Parameter.empty else p.default
+            for p in inspect.signature(race_api).parameters.values()]
 
 
 async def api_race(hub: ModelHub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,

@@ -19,11 +19,11 @@ from .. import figures
 from ..access import Access
 from ..hub import ModelHub
 from ..inputs import COPY_DEFAULT, DEVICE_TREE, MAX_NEW_TOKENS, MAX_TREE_DEPTH, MAX_TREE_NODES, MAX_TREE_TOP_K, \
-    parse_request
+    PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, parse_request
 from ..race import RUNS, TIMING_NOTE, Control, Progress, compute_race, in_background, replay_frames, until_ready
 from ..render import render_banner, render_legend, render_result, render_run, render_stats
 from ..tokens import DrafterLayout, RaceResult
-from .shared import CONCURRENCY, GENERATE, Session, bound, fail, placeholder
+from .shared import GENERATE, Session, bound, fail, placeholder
 
 METRICS = """
 **The numbers, exactly.** *tau* = new tokens / target forward passes (the prompt's prefill counts as one
@@ -41,6 +41,7 @@ class RaceTab:
 
     prompt: gr.Textbox
     run_btn: gr.Button
+    paper_btn: gr.Button  # the race with the paper's tree, in one click
     stop_btn: gr.Button
     max_new: gr.Slider
     temperature: gr.Slider
@@ -50,6 +51,7 @@ class RaceTab:
     top_k: gr.Slider
     budget: gr.Slider
     cost_aware: gr.Checkbox
+    tree_shape: gr.Radio
     drafter: gr.Dropdown
     copy_box: gr.Checkbox
     target_id: gr.Textbox
@@ -76,13 +78,32 @@ def add_race_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
 
 
 def _components(hub: ModelHub, examples: list[str], ready: bool) -> RaceTab:
+    parts = _prompt_row(examples, ready)
+    parts.update(_settings(hub))
+    parts.update(_advanced(hub))
+    parts.update(_columns_and_figures())
+    return RaceTab(**parts)
+
+
+def _prompt_row(examples: list[str], ready: bool) -> dict:
     with gr.Row(equal_height=True):
         prompt = gr.Textbox(label="Prompt", lines=3, max_lines=8, scale=5, elem_id="gm-prompt",
                             value=examples[0], placeholder="Ask the model something…")
         with gr.Column(scale=1, min_width=150):
             run_btn = gr.Button("Run the race", variant="primary", interactive=ready, elem_id="gm-run")
+            paper_btn = gr.Button("Race with the paper's tree", interactive=ready, elem_id="gm-run-paper",
+                                  size="sm")
             stop_btn = gr.Button("Stop", variant="stop", interactive=False, elem_id="gm-stop")
-    gr.Examples(examples=[[p] for p in examples], inputs=[prompt], label="Example prompts")
+    # A dataset of our own rather than gr.Examples: its click is checked here (an index
+    # sent by hand gets nothing, not the framework's IndexError).
+    picker = gr.Dataset(components=[prompt], samples=[[p] for p in examples], type="index",
+                        label="Example prompts", elem_id="gm-examples")
+    picker.click(bound(pick_example, examples), inputs=[picker], outputs=[prompt], queue=False,
+                 show_progress="hidden", api_visibility="private")
+    return dict(prompt=prompt, run_btn=run_btn, paper_btn=paper_btn, stop_btn=stop_btn)
+
+
+def _settings(hub: ModelHub) -> dict:
     with gr.Accordion("Settings", open=False):
         with gr.Row():
             max_new = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens")
@@ -91,42 +112,55 @@ def _components(hub: ModelHub, examples: list[str], ready: bool) -> RaceTab:
             # No minimum here: the framework's own check of it would end the run's chain of
             # events midway and leave the page waiting; parse_request says what is wrong.
             seed = gr.Number(0, precision=0, label="Seed (sampling)")
+        tree_shape = gr.Radio(TREE_SHAPES, value=SIZED_SHAPE, label="Tree", elem_id="gm-tree-shape",
+                              info=paper_tree_note())
         with gr.Row():
-            depth = gr.Slider(1, MAX_TREE_DEPTH, value=DEVICE_TREE.depth, step=1, label="Tree depth")
-            top_k = gr.Slider(1, MAX_TREE_TOP_K, value=DEVICE_TREE.top_k, step=1,
-                              label="Tree top-k (branching of the serial steps)")
-            budget = gr.Slider(1, MAX_TREE_NODES, value=DEVICE_TREE.total_tokens, step=1,
-                               label="Tree node budget (drafted tokens per step; "
-                                     "the most per step when sized by cost)")
+            depth = gr.Slider(1, MAX_TREE_DEPTH, value=DEVICE_TREE.depth, step=1, label="Tree depth", min_width=200)
+            top_k = gr.Slider(1, MAX_TREE_TOP_K, value=DEVICE_TREE.top_k, step=1, min_width=200,
+                              label="Tree top-k", info="branching of the serial steps")
+            budget = gr.Slider(1, MAX_TREE_NODES, value=DEVICE_TREE.total_tokens, step=1, min_width=200,
+                               label="Tree node budget", elem_id="gm-budget",
+                               info="drafted tokens per step (the most, when sized by cost)")
+        with gr.Row():
             cost_aware = gr.Checkbox(DEVICE_TREE.cost_aware, label="Size trees by measured cost",
                                      info="Each step verifies only the drafted tokens likely enough "
                                           "to pay for the longer verify forward on this machine",
-                                     elem_id="gm-cost-aware")
+                                     elem_id="gm-cost-aware", min_width=240)
             drafter = gr.Dropdown(choices=hub.drafter_choices(), value="gumiho", label="Drafter",
-                                  elem_id="gm-drafter")
+                                  elem_id="gm-drafter", min_width=300)
             copy_box = gr.Checkbox(COPY_DEFAULT, label="Copy from the context (green)",
                                    info="A third guesser: where the last tokens occurred earlier in "
                                         "the prompt or the answer, it proposes what followed them "
                                         "there, verified with the drafter's guesses",
-                                   elem_id="gm-copy")
+                                   elem_id="gm-copy", min_width=240)
         gr.Markdown("On a CPU extra tree nodes cost verify time, by an amount that depends on the CPU; "
                     "sized by cost, each step keeps a drafted token only when its chance of being "
                     "accepted pays for that time, as timed on this machine (once, a few seconds). On a "
                     "GPU trees of ~60 nodes cost little more than one token. "
                     "With temperature > 0 the two columns sample "
                     "different texts from the same distribution; at 0 they are identical.")
+    return dict(max_new=max_new, temperature=temperature, top_p=top_p, seed=seed, depth=depth, top_k=top_k,
+                budget=budget, cost_aware=cost_aware, tree_shape=tree_shape, drafter=drafter, copy_box=copy_box)
+
+
+def _advanced(hub: ModelHub) -> dict:
     with gr.Accordion("Advanced: another target model", open=False):
         gr.Markdown(advanced_note(hub.access))
         with gr.Row():
             target_id = gr.Textbox(label="Target model id or folder (empty = default)", max_lines=1)
             drafter_path = gr.Textbox(label="Drafter folder (config.json + model.safetensors)", max_lines=1)
+    return dict(target_id=target_id, drafter_path=drafter_path)
+
+
+def _columns_and_figures() -> dict:
     status = gr.HTML("", elem_id="gm-status")
     gr.Markdown(TIMING_NOTE)
     with gr.Row():
-        first_legend = DrafterLayout(copy=CopySettings().max_tokens if COPY_DEFAULT else 0)
+        first_legend = DrafterLayout(copy=CopySettings().max_tokens if COPY_DEFAULT else 0,
+                                     tree_depth=DEVICE_TREE.depth)
         legend = gr.HTML(render_legend(first_legend), elem_id="gm-legend")
-        ghosts = gr.Checkbox(False, label="Show rejected drafts (struck-through ghosts)", elem_id="gm-ghosts",
-                             scale=0, min_width=260)
+        ghosts = gr.Checkbox(False, label="Show rejected drafts", elem_id="gm-ghosts", scale=0, min_width=260,
+                             info="struck through, after the word they were rejected in")
     with gr.Row(equal_height=False):
         with gr.Column():
             gr.HTML('<div class="gm-col-title">Vanilla decoding: one target forward per token</div>')
@@ -140,38 +174,68 @@ def _components(hub: ModelHub, examples: list[str], ready: bool) -> RaceTab:
                                          "token."), elem_id="gm-gumiho", elem_classes=["gm-tokens"])
     result_html = gr.HTML("", elem_id="gm-result")
     with gr.Row():
-        acc_plot = gr.Plot(figures.acceptance_figure(None, None), label="Acceptance by position",
+        acc_plot = gr.Plot(figures.acceptance_figure(None, first_legend), label="Acceptance by position",
                            elem_id="gm-acc-plot")
-        hist_plot = gr.Plot(figures.accepted_length_figure(None, None), label="Accepted length",
+        hist_plot = gr.Plot(figures.accepted_length_figure(None, first_legend), label="Accepted length",
                             elem_id="gm-hist-plot")
     speed_plot = gr.Plot(figures.speed_figure([], []), label="Speed", elem_id="gm-speed-plot")
     gr.Markdown(METRICS)
-    return RaceTab(prompt, run_btn, stop_btn, max_new, temperature, top_p, seed, depth, top_k, budget, cost_aware,
-                   drafter, copy_box, target_id, drafter_path, status, legend, ghosts, v_stats, v_html, g_stats,
-                   g_html, result_html, acc_plot, hist_plot, speed_plot)
+    return dict(status=status, legend=legend, ghosts=ghosts, v_stats=v_stats, v_html=v_html, g_stats=g_stats,
+                g_html=g_html, result_html=result_html, acc_plot=acc_plot, hist_plot=hist_plot, speed_plot=speed_plot)
 
 
 def _wire(t: RaceTab, hub: ModelHub, session: Session) -> None:
+    _race_steps(t.run_btn.click, t, hub, session)
+    # One click: the paper's tree is chosen (the menu shows it), then the same race runs.
+    chosen = t.paper_btn.click(lambda: PAPER_SHAPE, outputs=[t.tree_shape], queue=False, show_progress="hidden",
+                               api_visibility="private")
+    _race_steps(chosen.then, t, hub, session)
+    t.stop_btn.click(stop_race, inputs=[session.run_id], outputs=[t.status], queue=False, show_progress="hidden",
+                     api_visibility="private")
+    t.ghosts.change(toggle_ghosts, inputs=[t.ghosts, session.run_id, session.race], outputs=[t.g_html],
+                    queue=False, show_progress="hidden", api_visibility="private")
+
+
+def _race_steps(start, t: RaceTab, hub: ModelHub, session: Session) -> None:
+    """The run's chain of events, begun by ``start`` (an event's ``click`` or ``then``)."""
     race_inputs = [t.ghosts, t.prompt, t.max_new, t.temperature, t.top_p, t.seed, t.depth, t.top_k, t.budget,
-                   t.drafter, t.target_id, t.drafter_path, t.cost_aware, t.copy_box]
+                   t.drafter, t.target_id, t.drafter_path, t.cost_aware, t.copy_box, t.tree_shape]
     replay_outputs = [t.v_html, t.g_html, t.v_stats, t.g_stats, t.result_html, t.acc_plot, t.hist_plot,
                       t.speed_plot, t.status]
-    (t.run_btn.click(bound(start_race, hub), inputs=race_inputs,
-                     outputs=[session.run_id, session.request, t.run_btn, t.stop_btn, t.status, t.v_html, t.g_html,
-                              t.v_stats, t.g_stats, t.result_html],
-                     # Queued (with no limit: it does no model work) so that its message can be a toast too.
-                     concurrency_limit=None, show_progress="hidden", api_visibility="undocumented")
+    (start(bound(start_race, hub), inputs=race_inputs,
+           outputs=[session.run_id, session.request, t.run_btn, t.paper_btn, t.stop_btn, t.status, t.v_html,
+                    t.g_html, t.v_stats, t.g_stats, t.result_html],
+           # Queued (with no limit: it does no model work) so that its message can be a toast too.
+           concurrency_limit=None, show_progress="hidden", api_visibility="private")
      .then(bound(race_compute, hub), inputs=[session.run_id, session.request],
-           outputs=[session.race, t.status, t.legend], concurrency_id=GENERATE, concurrency_limit=CONCURRENCY,
-           show_progress="minimal", api_visibility="undocumented")
+           outputs=[session.race, t.status, t.legend], concurrency_id=GENERATE, concurrency_limit=None,
+           show_progress="minimal", api_visibility="private")
      .then(race_replay, inputs=[session.run_id, session.race], outputs=replay_outputs, concurrency_limit=None,
-           show_progress="hidden", api_visibility="undocumented")
-     .then(bound(end_race, hub), inputs=[session.run_id], outputs=[t.run_btn, t.stop_btn], queue=False,
-           show_progress="hidden", api_visibility="undocumented"))
-    t.stop_btn.click(stop_race, inputs=[session.run_id], outputs=[t.status], queue=False, show_progress="hidden",
-                     api_visibility="undocumented")
-    t.ghosts.change(toggle_ghosts, inputs=[t.ghosts, session.run_id, session.race], outputs=[t.g_html],
-                    queue=False, show_progress="hidden", api_visibility="undocumented")
+           show_progress="hidden", api_visibility="private")
+     .then(bound(end_race, hub), inputs=[session.run_id], outputs=[t.run_btn, t.paper_btn, t.stop_btn],
+           queue=False, show_progress="hidden", api_visibility="private"))
+
+
+TREE_SHAPES = [("sized for this machine (the controls below)", SIZED_SHAPE),
+               (f"the paper's deep tree ({PAPER_TREE_SETTINGS.total_tokens} + {PAPER_TREE_SETTINGS.full_tree_tokens} "
+                f"nodes, depth {PAPER_TREE_SETTINGS.depth}: every head drafts)", PAPER_SHAPE)]
+
+
+def paper_tree_note() -> str:
+    """What the paper's tree costs here, said before it is picked."""
+    if DEVICE_TREE.depth >= PAPER_TREE_SETTINGS.depth:
+        return "On this GPU the race's own tree is the paper's already."
+    return ("The paper's tree drafts every position, so every head shows in the race. On a CPU each drafted "
+            "token makes the target's verify forward longer, and a step that verifies some 70 tokens costs "
+            "several plain ones: Gumiho then usually runs slower than vanilla. A tree for teaching, not for "
+            "speed; the race's banner gives the speedup it really got.")
+
+
+def pick_example(examples: list[str], index):
+    """The prompt of example ``index``; nothing for anything else."""
+    if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(examples):
+        return examples[index]
+    return gr.skip()
 
 
 def advanced_note(access: Access) -> str:
@@ -191,7 +255,7 @@ def advanced_note(access: Access) -> str:
 
 
 def start_race(hub: ModelHub, show_rejected, prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v,
-               budget_v, kind_v, target_v, drafter_path_v, cost_aware_v=None, copy_v=None):
+               budget_v, kind_v, target_v, drafter_path_v, cost_aware_v=None, copy_v=None, shape_v=None):
     """Checks the request (and is the only step that reads the controls: should
     the web framework's own check of a control fail here, nothing has been
     disabled yet, so the page stays usable). A bad request ends the run here
@@ -200,11 +264,13 @@ def start_race(hub: ModelHub, show_rejected, prompt_v, max_new_v, temp_v, top_p_
     run whose buttons the refused run's last step would then reset."""
     try:
         req = parse_request(prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v, kind_v,
-                            target_v, drafter_path_v, cost_aware=cost_aware_v, access=hub.access, copy=copy_v)
+                            target_v, drafter_path_v, cost_aware=cost_aware_v, access=hub.access, copy=copy_v,
+                            shape=shape_v)
     except Exception as e:
-        return ("", None, gr.Button(interactive=False), gr.skip(), fail(e)) + (gr.skip(),) * 5
+        return ("", None, gr.Button(interactive=False), gr.Button(interactive=False), gr.skip(), fail(e)) + \
+            (gr.skip(),) * 5
     rid = RUNS.new(show_rejected)
-    return (rid, req, gr.Button(interactive=False), gr.Button(interactive=True),
+    return (rid, req, gr.Button(interactive=False), gr.Button(interactive=False), gr.Button(interactive=True),
             render_banner("Waiting for a free slot (one generation runs at a time)…", "info"),
             "", "", render_stats(None), render_stats(None), "")
 
@@ -278,11 +344,13 @@ def _replay(result: RaceResult, ctl: Control, g_note: str):
 
 def end_race(hub: ModelHub, rid):
     RUNS.end(rid)
-    return gr.Button(interactive=hub.ready or hub.state == "error"), gr.Button(interactive=False)
+    can_run = hub.ready or hub.state == "error"
+    return gr.Button(interactive=can_run), gr.Button(interactive=can_run), gr.Button(interactive=False)
 
 
 def stop_race(rid):
-    RUNS.stop(rid)
+    if not RUNS.stop(rid):  # no run of this session's in flight: nothing to stop, nothing to say
+        return gr.skip()
     return render_banner("Stopping both columns…", "info")
 
 

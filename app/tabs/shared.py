@@ -1,10 +1,14 @@
 """What the parts of the page share.
 
-Concurrency: every event that runs a model shares one queue slot
-(``concurrency_id=GENERATE``), so generations never overlap on the CPU (a race
-times its two decoders in alternation, app/race.py); requests beyond it wait in the
-queue. Replays, toggles and status polls do no model work and are not limited by
-that slot. Per-session data (the last race, the walkthrough) lives in ``gr.State``
+Concurrency: every piece of model work runs on the hub's one model thread
+(app/hub.py), so generations never overlap on the CPU (a race times its two
+decoders in alternation, app/race.py). That thread is the queue: at most
+``GUMIHO_APP_MAX_WAITING`` runs wait for it, and one more is refused at once with
+"The server is busy" (the page's banner, the API's ``ok: false``). The events
+that run a model (``concurrency_id=GENERATE``) therefore have no limit of
+Gradio's: a limit there would hold the runs in Gradio's own queue, where they
+would wait silently and be refused only by its size, with its own words.
+Replays, toggles and status polls do no model work. Per-session data (the last race, the walkthrough) lives in ``gr.State``
 (:class:`Session`); the only shared objects are the models and the table of stop
 flags, keyed by run ids that each session holds privately.
 """
@@ -13,18 +17,22 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 from dataclasses import dataclass
 
 import gradio as gr
 
 from gumiho import GumihoError
 
+from ..inputs import MAX_WAITING, env_int
 from ..render import esc, render_banner
 
 log = logging.getLogger("gumiho.app")
 
 GENERATE = "generate"  # the queue slot every model-running event shares
-CONCURRENCY = max(1, int(os.environ.get("GUMIHO_APP_CONCURRENCY", "1") or 1))
+# Gradio's queue holds the events that do no model work (and each run's steps for a
+# moment): room for every waiting run's steps and a page's polls, far from a long backlog.
+QUEUE_SIZE = max(1, env_int("GUMIHO_APP_QUEUE_SIZE", 8 * MAX_WAITING))
 
 
 @dataclass
@@ -64,7 +72,24 @@ def fail(e: BaseException) -> str:
 
 
 def friendly(e: BaseException) -> str:
+    """The words a visitor gets for ``e``: a GumihoError's message without this
+    machine's paths, else a generic line (the details go to the server's log)."""
     if isinstance(e, GumihoError):
-        return str(e)
+        return without_server_paths(str(e))
     log.exception("unexpected error in a request", exc_info=e)
     return f"Something went wrong ({type(e).__name__}); the app keeps serving, please try again."
+
+
+# The server's own places, longest first, and what a message says instead: a message
+# may name a file the app or the library found there, but not where this machine keeps it.
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_HOME = os.path.expanduser("~")
+SERVER_PATHS = sorted(((p, w) for p, w in ((_ROOT, "."), (_HOME, "~")) if len(p) > 1),
+                      key=lambda pw: -len(pw[0]))
+
+
+def without_server_paths(text: str) -> str:
+    for path, word in SERVER_PATHS:
+        # The place itself or a path inside it, not a longer name that starts the same way.
+        text = re.sub(re.escape(path) + r"(?=[/\\'\"\s,;:)]|$)", lambda m: word, text)
+    return text

@@ -10,7 +10,7 @@ from ..hub import ModelHub
 from ..render import render_banner
 from .shared import bound
 
-HEADER = """<div class="gm-header"><h1>🦊 Gumiho speculative decoding, made visible</h1>
+HEADER = """<div class="gm-header"><h1>Gumiho speculative decoding, made visible</h1>
 <p>A small drafter guesses the next tokens (a serial Transformer for positions 1–2, parallel MLP heads for 3–7);
 the target model checks the whole draft tree in one forward pass and keeps the longest prefix it agrees with.
 The answer is exactly the target's own &mdash; only faster when the guesses are good.</p></div>"""
@@ -33,15 +33,16 @@ def poll(hub: ModelHub):
     done = hub.state in ("ready", "error")
     ready = hub.ready
     can_run = ready or hub.state == "error"  # after an error, other models can still be tried
-    return (render_banner(text, level), gr.Button(interactive=can_run), gr.Button(interactive=ready),
+    return (render_banner(text, level), gr.Button(interactive=can_run), gr.Button(interactive=can_run),
+            gr.Button(interactive=ready),
             gr.Dropdown(choices=hub.drafter_choices()), gr.Timer(active=not done))
 
 
-def wire_status(demo: gr.Blocks, hub: ModelHub, status: Status, run_btn: gr.Button, walk_btn: gr.Button,
+def wire_status(demo: gr.Blocks, hub: ModelHub, status: Status, run_btns: list, walk_btn: gr.Button,
                 drafter: gr.Dropdown) -> None:
     """Poll on page load and then every second until the model is ready or has failed
-    (the buttons: the race's, the walkthrough's; the drafter menu: the race's)."""
-    outputs = [status.banner, run_btn, walk_btn, drafter, status.timer]
+    (the buttons: the race's two, the walkthrough's; the drafter menu: the race's)."""
+    outputs = [status.banner, *run_btns, walk_btn, drafter, status.timer]
     call = bound(poll, hub)  # one callable for both events: the endpoints "poll" and "poll_1"
-    demo.load(call, outputs=outputs, queue=False, show_progress="hidden", api_visibility="undocumented")
-    status.timer.tick(call, outputs=outputs, queue=False, show_progress="hidden", api_visibility="undocumented")
+    demo.load(call, outputs=outputs, queue=False, show_progress="hidden", api_visibility="private")
+    status.timer.tick(call, outputs=outputs, queue=False, show_progress="hidden", api_visibility="private")

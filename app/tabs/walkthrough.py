@@ -11,14 +11,16 @@ import gradio as gr
 
 from ..hub import ModelHub
 from ..inputs import WALK_MAX_NEW_TOKENS
-from ..race import on_model_thread, until_ready
+from ..race import in_background, until_ready
 from ..render import render_banner
-from ..walkthrough import EXPLANATION, PAPER_TREE, PLAY_INTERVAL_S, TREE_CHOICES, Walk, choices_table, compute_walk, \
-    step_figure, step_header, text_so_far, walk_request
+from ..walkthrough import EXPLANATION, PAPER_TREE, PLAY_INTERVAL_S, TREE_CHOICES, TREE_LABELS, Walk, WalkProgress, \
+    choices_table, compute_walk, step_figure, step_header, text_so_far, tree_choice_of, walk_request
 from .race import RaceTab
-from .shared import CONCURRENCY, GENERATE, Session, bound, fail, placeholder
+from .shared import GENERATE, Session, bound, fail, placeholder
 
-PLAY, PAUSE = "▶ Play", "⏸ Pause"  # the autoplay button
+# The autoplay button. Its symbols are ones every system font draws (U+23F8, the
+# pause sign, is in emoji fonts only: elsewhere it is an empty box).
+PLAY, PAUSE = "▶ Play", "‖ Pause"
 
 
 @dataclass
@@ -60,24 +62,25 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
     play_outputs = [playing, timer, play_btn]
     walk_btn.click(bound(walk_run, hub),
                    inputs=[prompt, tokens, tree, race.drafter, race.depth, race.top_k, race.budget, race.target_id,
-                           race.drafter_path, race.cost_aware, race.copy_box],
+                           race.drafter_path, race.cost_aware, race.copy_box, race.tree_shape],
                    outputs=[status, session.walk, slider, prev_btn, next_btn, play_btn, playing, timer] + view,
-                   concurrency_id=GENERATE, concurrency_limit=CONCURRENCY, api_visibility="undocumented")
+                   concurrency_id=GENERATE, concurrency_limit=None, show_progress="hidden",
+                   api_visibility="private")
     nav_outputs = [slider, prev_btn, next_btn] + view
     here = [session.walk, slider]
     # Lambdas, not bound functions: the page's endpoints for these three are named "lambda", "lambda_1" and
     # "lambda_2" after them.
     prev_btn.click(lambda w, i: walk_goto(w, i, -1), inputs=here, outputs=nav_outputs, queue=False,
-                   show_progress="hidden", api_visibility="undocumented")
+                   show_progress="hidden", api_visibility="private")
     next_btn.click(lambda w, i: walk_goto(w, i, +1), inputs=here, outputs=nav_outputs, queue=False,
-                   show_progress="hidden", api_visibility="undocumented")
+                   show_progress="hidden", api_visibility="private")
     slider.release(lambda w, i: walk_goto(w, i, 0), inputs=here, outputs=nav_outputs, queue=False,
-                   show_progress="hidden", api_visibility="undocumented")
+                   show_progress="hidden", api_visibility="private")
     play_inputs = [session.walk, slider, playing]
     play_btn.click(walk_play, inputs=play_inputs, outputs=play_outputs + nav_outputs, queue=False,
-                   show_progress="hidden", api_visibility="undocumented")
+                   show_progress="hidden", api_visibility="private")
     timer.tick(walk_tick, inputs=play_inputs, outputs=play_outputs + nav_outputs, queue=False,
-               show_progress="hidden", api_visibility="undocumented")
+               show_progress="hidden", api_visibility="private")
     return WalkTab(walk_btn)
 
 
@@ -88,18 +91,36 @@ def stopped_play():
 
 
 async def walk_run(hub: ModelHub, prompt_v, tokens_v, tree_v, kind_v, depth_v, top_k_v, budget_v, target_v,
-                   drafter_path_v, cost_aware_v=None, copy_v=None):
+                   drafter_path_v, cost_aware_v=None, copy_v=None, race_shape_v=None):
+    """Yields the banner with the generation's progress while it runs, then the walk."""
     nothing = (None, gr.Slider(interactive=False), gr.Button(interactive=False), gr.Button(interactive=False),
                gr.Button(value=PLAY, interactive=False), False, gr.Timer(active=False), "", None, "", "")
+    progress = WalkProgress()
     try:
         req = walk_request(prompt_v, tokens_v, tree_v, depth_v, top_k_v, budget_v, kind_v, target_v,
-                           drafter_path_v, cost_aware=cost_aware_v, access=hub.access, copy=copy_v)
-        if not req.target_id:
+                           drafter_path_v, cost_aware=cost_aware_v, access=hub.access, copy=copy_v,
+                           race_shape=race_shape_v)
+        label = TREE_LABELS[tree_choice_of(req)]
+        if not req.target_id and not hub.wait_ready(0):
+            yield (render_banner("Waiting for the model to finish loading…", "loading"),) + UNCHANGED
             await until_ready(hub)
         stop = threading.Event()  # set if the page goes away mid-walk
-        walk = await on_model_thread(lambda: compute_walk(hub, req, stop), hub.submit, stop)
+        walk = None
+        async for item in in_background(lambda: compute_walk(hub, req, stop, progress), hub.submit, stop=stop):
+            if item is None:
+                yield (render_banner(progress.text(label), "loading"),) + UNCHANGED
+            else:
+                walk = item
     except Exception as e:
-        return (fail(e),) + nothing
+        yield (fail(e),) + nothing
+        return
+    yield _walk_outputs(walk, nothing)
+
+
+UNCHANGED = (gr.skip(),) * 11  # every output of walk_run but its banner
+
+
+def _walk_outputs(walk: Walk, nothing: tuple) -> tuple:
     if not walk.steps:
         return (render_banner("The answer ended before the first verify step (it is one token long): try "
                               "another prompt or more tokens.", "warn"),) + nothing

@@ -1,0 +1,170 @@
+"""What the web server answers before Gradio sees a request.
+
+The page talks to the server through Gradio's routes, and any client can send
+those routes what it likes. Three rules keep a client to what the app offers:
+
+* **No uploads.** The app has no file inputs, but Gradio's upload route would
+  store files of any size in its cache (and serve them back): it is refused.
+* **Only the documented API by name.** ``/call/<name>``, ``/run/<name>`` and
+  ``/api/<name>`` take only :data:`API_NAME`. A call that leaves out trailing
+  values gets their documented defaults (as Gradio's own client fills them), so a
+  short call reaches the app's checks and is answered ``ok: false`` with a message
+  instead of the framework's own error text.
+* **The page's events as the page sends them.** A request of the page's own routes
+  (:data:`PAGE_ROUTES`) must name one of the page's events and carry exactly its
+  values; anything else is refused here.
+
+Refusals are JSON ``{"ok": false, "message": ...}``, never a traceback.
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable, Optional, Sequence
+
+API_NAME = "race"  # the one documented endpoint (app/tabs/api.py)
+PREFIX = "/gradio_api"
+MAX_BODY = 1 << 20  # bytes: a prompt is at most 40,000 characters (app.inputs)
+NAMED_ROUTES = ("/call/v2/", "/call/", "/run/", "/api/")
+# The page's own routes, which name an event by its index: the queue's, and the one
+# its unqueued events (polls, toggles, steps of the walkthrough) are sent to.
+PAGE_ROUTES = ("/queue/join", "/run/predict", "/api/predict")
+
+
+class Refusal(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def _route(path: str) -> str:
+    """The path inside Gradio's API prefix, without a trailing slash ("" if outside it)."""
+    if not path.startswith(PREFIX + "/"):
+        return ""
+    return path[len(PREFIX):].rstrip("/")
+
+
+def named_endpoint(route: str) -> Optional[str]:
+    """The endpoint a by-name route calls (``/call/race`` -> "race"), else None."""
+    for head in NAMED_ROUTES:
+        if route.startswith(head):
+            return route[len(head):]
+    return None
+
+
+def complete_api_values(data, defaults: Sequence) -> list:
+    """The documented endpoint's values: those sent, then the defaults of the ones
+    left out (None where there is no default: the app's checks name what is missing)."""
+    if not isinstance(data, list):
+        raise Refusal(422, f"Send the /{API_NAME} values as a JSON list under \"data\".")
+    if len(data) > len(defaults):
+        raise Refusal(422, f"/{API_NAME} takes at most {len(defaults)} values; got {len(data)}.")
+    return list(data) + list(defaults[len(data):])
+
+
+class Guard:
+    """ASGI middleware applying the module's rules. ``events()`` gives, per queue
+    function index, how many values the event takes and whether it is the API
+    (read at request time: the page is assembled after the server object)."""
+
+    def __init__(self, app, events: Callable[[], dict], api_defaults: Sequence):
+        self.app = app
+        self.events = events
+        self.api_defaults = list(api_defaults)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            return await self.app(scope, receive, send)
+        path, root = scope.get("path", ""), scope.get("root_path", "")
+        route = _route(path[len(root):] if root and path.startswith(root) else path)
+        try:
+            if route == "/upload":
+                await _discard_body(receive)  # read (up to a bound) and dropped, so the client hears the answer
+                raise Refusal(403, "This app takes no file uploads.")
+            name = None if route in PAGE_ROUTES else named_endpoint(route)
+            if name is not None and name != API_NAME:
+                raise Refusal(404, f"There is no API endpoint {name[:60]!r}: the only one is /{API_NAME} "
+                                   f"(docs/app.md).")
+            if name is None and route not in PAGE_ROUTES:
+                return await self.app(scope, receive, send)
+            body = await _read_body(receive)
+            fixed = self._checked(body, by_name=name is not None)
+        except Refusal as r:
+            return await _answer(send, r.status, r.message)
+        await self.app(_with_length(scope, len(fixed)), _replay(fixed, receive), send)
+
+    def _checked(self, body: bytes, by_name: bool) -> bytes:
+        try:
+            payload = json.loads(body or b"{}")
+        except ValueError:
+            raise Refusal(400, "The request body is not JSON.") from None
+        if not isinstance(payload, dict):
+            raise Refusal(400, "The request body must be a JSON object.")
+        if by_name:
+            payload["data"] = complete_api_values(payload.get("data", []), self.api_defaults)
+            return json.dumps(payload).encode("utf-8")
+        events = self.events()
+        event = events.get(payload.get("fn_index")) if isinstance(payload.get("fn_index"), int) else None
+        if event is None:
+            raise Refusal(404, "No such event on this page.")
+        count, is_api = event
+        if is_api:
+            payload["data"] = complete_api_values(payload.get("data", []), self.api_defaults)
+        elif not isinstance(payload.get("data"), list) or len(payload["data"]) != count:
+            raise Refusal(422, "This event is the page's own; it takes the values the page sends.")
+        return json.dumps(payload).encode("utf-8")
+
+
+async def _read_body(receive) -> bytes:
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Refusal(400, "The request ended early.")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise Refusal(413, "The request is too large.")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _discard_body(receive) -> None:
+    size = 0
+    while size <= MAX_BODY:
+        message = await receive()
+        size += len(message.get("body", b""))
+        if message["type"] == "http.disconnect" or not message.get("more_body"):
+            return
+
+
+def _replay(body: bytes, receive):
+    """The body once, then the client's own messages (its disconnect, when it goes)."""
+    sent = False
+
+    async def replayed():
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
+
+
+def _with_length(scope, length: int):
+    headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"]
+    headers.append((b"content-length", str(length).encode()))
+    return {**scope, "headers": headers}
+
+
+async def _answer(send, status: int, message: str) -> None:
+    body = json.dumps({"ok": False, "message": message, "detail": message}).encode("utf-8")
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def page_events(blocks) -> dict:
+    """fn index -> (number of values, is the documented API) for every event of ``blocks``."""
+    return {fn_id: (len(fn.inputs), fn.api_name == API_NAME) for fn_id, fn in blocks.fns.items()}

@@ -14,5 +14,10 @@ for set in mt_bench humaneval gsm8k alpaca qa sum; do
     --methods vanilla,gumiho,serial,parallel --out "$OUT/$set.json" --no-progress
 done
 [[ $REPORT == 1 ]] || exit 0
+# This engine beside vLLM and transformers (batch 1; vLLM also at 8 and 32), on a machine doing nothing else.
+[[ -f benchmarks/engines/mt_bench.json ]] || "$PY" -m gumiho.bench.engines --prompts benchmarks/prompts/mt_bench.jsonl \
+  --limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench.json
+# The engine peers (python -m gumiho.bench.engines, alone on the machine: it times vLLM too) and the
+# Gumiho-vs-EAGLE-3 records (benchmarks/run_eagle3_vs_gumiho.sh) are sections of the same report.
 "$PY" -m gumiho.bench.report benchmarks/results/*.json --out BENCHMARKS.md --commands benchmarks/run_benchmarks.sh \
-  --notes benchmarks/notes.md --copy benchmarks/copy
+  --notes benchmarks/notes.md --copy benchmarks/copy --eagle3 benchmarks/eagle3 --engines benchmarks/engines/mt_bench.json

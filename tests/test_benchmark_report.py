@@ -87,3 +87,33 @@ def test_the_eagle3_section_pairs_the_two_kinds_per_prompt(tmp_path):
     assert "| eagle3 | 6.10M | 240 | 491,520 | 30 min | 2.500 | 0.50, 0.40 |" in text
     assert "MT-Bench 8/8, GSM8K 8/8" in text
     assert report.eagle3_section(tmp_path / "nothing") == []
+
+
+def test_the_engine_section_says_who_wins_where(tmp_path):
+    """Ratios to each engine's own vanilla, the batch-1 winner and the batch from which
+    vLLM's throughput overtakes Gumiho with copying, all computed from the rows."""
+    import json
+
+    from gumiho.bench.engines import add_ratios
+
+    def row(engine, method, batch, tps, **extra):
+        return {"engine": engine, "method": method, "batch": batch, "tokens_per_s": tps, **extra}
+
+    rows = add_ratios([row("gumiho engine", "vanilla", 1, 16.0, tau=1.0), row("gumiho engine", "gumiho+copy", 1, 20.0,
+                                                                            tau=1.9),
+                       row("transformers", "generate", 1, 16.5), row("vLLM", "vanilla", 1, 18.0),
+                       row("vLLM", "n-gram", 1, 17.0, accepted_per_draft=0.4), row("vLLM", "vanilla", 8, 90.0),
+                       row("vLLM", "vanilla", 32, 200.0)])
+    assert [r["ratio_to_own_vanilla"] for r in rows] == [1.0, 1.25, 1.0, 1.0, 0.944, 5.0, 11.111]
+    path = tmp_path / "engines.json"
+    path.write_text(json.dumps({"rows": rows, "prompts": 10, "prompts_file": "mt_bench.jsonl", "max_new_tokens": 64,
+                                "cpu": "2 cores", "settings": {"engine": "2 threads", "vllm": "both cores"}}))
+    text = "\n".join(report.engines_section(path))
+    assert "| gumiho engine | gumiho+copy | 1 | 20.0 | 1.25x | tau 1.90 |" in text
+    assert "| vLLM | n-gram | 1 | 17.0 | 0.94x | 0.40 accepted per draft |" in text
+    assert "fastest configuration is gumiho engine gumiho+copy (20.0 tokens/s)" in text
+    assert "ahead of every other configuration at batch 1" in text
+    assert "vLLM overtakes it in throughput from batch 8 (90.0 tokens/s over the batch, 4.5x" in text
+    rows[3]["tokens_per_s"] = 21.0
+    path.write_text(json.dumps({**json.loads(path.read_text()), "rows": rows}))
+    assert "is not ahead of vLLM vanilla at batch 1" in "\n".join(report.engines_section(path))

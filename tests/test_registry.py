@@ -25,7 +25,7 @@ OFFICIAL = {
 
 def test_pairs_and_official_settings():
     assert names()[0] == "smollm2-135m-gumiho"
-    assert {n for n in names() if n.startswith("smollm2")} == {f"smollm2-135m-{k}" for k in ("gumiho", "serial", "parallel")}
+    assert {n for n in names() if n.startswith("smollm2")} == {f"smollm2-135m-{k}" for k in ("gumiho", "serial", "parallel", "eagle3")}
     for name, target in OFFICIAL.items():
         r = resolve(name)
         assert r.target == target and r.pair.official and r.pair.drafter == name

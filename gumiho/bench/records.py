@@ -46,3 +46,12 @@ def record_speedup(rec: dict, method: str) -> tuple:
     pairs = speedup_pairs(rec, method)
     kind = speedup_kind(pairs)
     return (value, kind) if kind == SPEEDUP_WALL_TIME else (speedup(pairs, kind), kind)
+
+
+def drafted_depth(method: dict) -> int:
+    """The deepest draft position a method's trees could reach: its tree's depth (and
+    the copy proposer's longest copy, where it drafts); 99 for records that kept no
+    tree. Deeper positions were never drafted: the table shows them as '-', not 0."""
+    tree, copy = method.get("tree") or {}, method.get("copy") or {}
+    reach = max(tree.get("depth") or 0, copy.get("max_tokens") or 0)
+    return reach or 99

@@ -4,6 +4,7 @@ accepted tokens, and the lossless verdict."""
 from __future__ import annotations
 
 from ..metrics import SPEEDUP_THROUGHPUT
+from .records import drafted_depth
 from .runner import TABLE_POSITIONS
 
 
@@ -23,7 +24,9 @@ def format_table(record: dict) -> str:
     rows = [head]
     for name, m in record["methods"].items():
         acc = list(m["acceptance_by_position"][:TABLE_POSITIONS])
-        acc_cells = [f"{a:.2f}" for a in acc] + ["-"] * (TABLE_POSITIONS - len(acc))
+        reach = drafted_depth(m)  # positions the tree never drafts read '-', not 0.00
+        acc_cells = [f"{a:.2f}" if d <= reach else "-" for d, a in enumerate(acc, 1)]
+        acc_cells += ["-"] * (TABLE_POSITIONS - len(acc))
         sp = m["speedup_vs_vanilla"]
         # A throughput ratio is marked, so that a glance at the table tells it from a wall-time one.
         mark = " (tok/s)" if m.get("speedup_kind") == SPEEDUP_THROUGHPUT else ""
@@ -46,7 +49,7 @@ def format_table(record: dict) -> str:
                              + ", ".join(f"{h} {n}" for h, n in by.items())
                              + f"; copied nodes accepted: {copied} of {nodes}{rate}")
     notes = proposers + [f"a1..a{TABLE_POSITIONS}: acceptance by position (share of verify steps with accepted draft "
-             f"length >= d); tau = new tokens / target forwards; " + _speedup_words(record)]
+             f"length >= d; '-' where the tree does not draft d); tau = new tokens / target forwards; " + _speedup_words(record)]
     if record["temperature"] == 0:
         verdict = "OK" if ll["identical"] == ll["checked"] else "MISMATCH"
         notes.append(f"lossless (greedy): {ll['identical']}/{ll['checked']} speculative runs identical to vanilla "

@@ -4,7 +4,7 @@ It imports nothing from gumiho, which is not installed in that environment: the
 request (prompt token ids) comes in as a JSON file, the result goes out as one:
 
     python vllm_driver.py --model DIR --request IN.json --out OUT.json --max-tokens N
-                          [--speculative-config JSON] [--enforce-eager]
+                          [--speculative-config JSON] [--enforce-eager] [--batch-size N] [--warmup]
 
 IN.json: {"prompts": [[ids...], ...]}. OUT.json: {"tokens": [[ids...], ...] (the EOS
 included where decoding stopped on it), "finish_reasons", "load_seconds",
@@ -35,6 +35,11 @@ def parse_arguments(argv=None):
                         help="vLLM's dtype (float32, bfloat16, float16); default: the one the folder's config.json "
                              "names (vLLM's own 'auto' runs a float32 checkpoint in bfloat16 on CPU)")
     parser.add_argument("--enforce-eager", action="store_true", help="no torch.compile (a start without its ~70 s compile on 2 cores)")
+    parser.add_argument("--batch-size", type=int, default=0,
+                        help="requests per generate call, each call timed (1: one prompt at a time, as a single user "
+                             "sends them; 0: every prompt in one call)")
+    parser.add_argument("--warmup", action="store_true",
+                        help="one untimed call on the first prompt first (its counters are left out of the metrics)")
     return parser.parse_args(argv)
 
 
@@ -84,6 +89,32 @@ def decode(llm, prompts, max_tokens):
     return [list(o.outputs[0].token_ids) for o in outputs], [o.outputs[0].finish_reason for o in outputs]
 
 
+def decode_in_groups(llm, prompts, max_tokens, batch_size):
+    """Tokens, finish reasons and the wall seconds of each generate call over groups of
+    ``batch_size`` prompts (all at once for 0)."""
+    size = batch_size if batch_size > 0 else len(prompts)
+    tokens, reasons, seconds = [], [], []
+    for start in range(0, len(prompts), size):
+        began = time.perf_counter()
+        group_tokens, group_reasons = decode(llm, prompts[start:start + size], max_tokens)
+        seconds.append(round(time.perf_counter() - began, 4))
+        tokens += group_tokens
+        reasons += group_reasons
+    return tokens, reasons, seconds
+
+
+def minus(after: dict, before: dict) -> dict:
+    """Counters of ``after`` less those of ``before`` (lists position by position)."""
+    out = {}
+    for name, value in after.items():
+        old = before.get(name)
+        if isinstance(value, list):
+            out[name] = [a - b for a, b in zip(value, old)] if isinstance(old, list) else value
+        else:
+            out[name] = value - (old or 0)
+    return out
+
+
 def main(argv=None):
     args = parse_arguments(argv)
     with open(args.request) as f:
@@ -91,12 +122,17 @@ def main(argv=None):
     started = time.perf_counter()
     llm = load_engine(args)
     loaded = time.perf_counter()
-    tokens, reasons = decode(llm, prompts, args.max_tokens)
+    before = {}
+    if args.warmup:
+        decode(llm, prompts[:1], args.max_tokens)
+        before = metric_values(llm.get_metrics())
+    timed = time.perf_counter()
+    tokens, reasons, seconds = decode_in_groups(llm, prompts, args.max_tokens, args.batch_size)
     decoded = time.perf_counter()
-    metrics = metric_values(llm.get_metrics())
+    metrics = minus(metric_values(llm.get_metrics()), before)
     result = {"tokens": tokens, "finish_reasons": reasons, "dtype": str(llm.llm_engine.model_config.dtype),
-              "load_seconds": round(loaded - started, 2), "decode_seconds": round(decoded - loaded, 3),
-              "metrics": metrics}
+              "load_seconds": round(loaded - started, 2), "decode_seconds": round(decoded - timed, 3),
+              "call_seconds": seconds, "metrics": metrics}
     if args.speculative_config:
         result["spec_decode"] = {k: v for k, v in metrics.items() if k.startswith("vllm:spec_decode")}
     with open(args.out, "w") as f:

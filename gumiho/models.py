@@ -15,6 +15,7 @@ import torch
 from .checkpoint import checkpoint_shapes, compare_shapes, first_line, local_file, meta_shapes
 from .cpulinear import pack_linears
 from .errors import GumihoError
+from .kvcache import new_cache
 from .treeattn import use_tree_attention
 
 DEFAULT_TARGET = "smollm2-135m-instruct"
@@ -150,6 +151,18 @@ class Target:
     # Seconds of a verify forward per tree size on this machine, measured on first use
     # by a cost-aware tree (gumiho.verifycost.verify_cost_for).
     verify_cost: Optional[object] = field(default=None, repr=False, compare=False)
+    # None: forwards run the torch model. A gumiho.llamacpp.LlamaCppRuntime: they run
+    # the GGUF file's packed weights in llama.cpp (the torch model stays for what
+    # reads weights: a drafter's shared embedding and LM head, the exporter).
+    runtime: Optional[object] = field(default=None, repr=False, compare=False)
+
+    @property
+    def runtime_name(self) -> str:
+        return "torch" if self.runtime is None else "llama.cpp"
+
+    def new_cache(self):
+        """An empty KV cache for this target's forwards."""
+        return new_cache() if self.runtime is None else self.runtime.new_cache()
 
     @property
     def config(self):
@@ -189,6 +202,8 @@ class Target:
         ``hidden_states`` numbering): the first value returned is then what that drafter
         reads instead, the states after those layers concatenated in the order given
         [T, k*H], taken from this same forward (see :func:`forward_with_features`)."""
+        if self.runtime is not None:
+            return self._forward_llamacpp(ids, positions, mask, cache, last_logits_only, feature_layers)
         base = self.model.base_model
         cache_kw = _cache_keyword(type(base))
         inputs = dict(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True, **{cache_kw: cache})
@@ -200,6 +215,15 @@ class Target:
         head = self.model.get_output_embeddings()
         logits = head(hidden[-1:] if last_logits_only else hidden)
         return (states[0] if feature_layers else hidden), logits
+
+    def _forward_llamacpp(self, ids, positions, mask, cache, last_logits_only, feature_layers):
+        from .llamacpp import parents_from_mask
+
+        if feature_layers:
+            raise GumihoError(NO_INNER_STATES)
+        start = int(positions.reshape(-1)[0])
+        parents = None if mask is None else parents_from_mask(mask, start)
+        return cache.forward([int(t) for t in ids.reshape(-1).tolist()], start, parents, last_logits_only)
 
     def encode(self, prompt: Union[str, list, None], chat: bool = True) -> list[int]:
         """Token ids of a prompt. A string goes through the target's own chat template
@@ -229,6 +253,22 @@ class Target:
             return [int(i) for i in ids]
         text = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in messages)
         return [int(i) for i in tok(text)["input_ids"]]
+
+
+NO_INNER_STATES = ("This drafter reads the target's inner layers, which the llama.cpp runtime does not hand out "
+                   "(it gives the final states only); load the target with runtime='torch' for it.")
+
+RUNTIMES = ("torch", "llama.cpp")
+
+
+def pick_runtime(runtime: Optional[str]) -> str:
+    """'torch' or 'llama.cpp'; None reads GUMIHO_RUNTIME (default 'torch')."""
+    name = (runtime or os.environ.get("GUMIHO_RUNTIME") or "torch").strip().lower()
+    name = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "float32": "torch"}.get(name, name)
+    if name not in RUNTIMES:
+        raise GumihoError(f"Unknown runtime {runtime!r}: use 'torch' (float32, any model) or 'llama.cpp' "
+                          f"(the embedded GGUF file as stored, on a CPU).")
+    return name
 
 
 def check_text(text: str, what: str) -> str:
@@ -346,8 +386,13 @@ def _checkpoint_renamer(model, expected: dict):
 
 
 def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None,
-                dtype: Optional[str] = None) -> Target:
-    """The embedded default (None or 'smollm2-135m-instruct'), a local folder, or a hub id."""
+                dtype: Optional[str] = None, runtime: Optional[str] = None) -> Target:
+    """The embedded default (None or 'smollm2-135m-instruct'), a local folder, or a hub id.
+
+    ``runtime``: 'torch' (the default; float32 dequantised weights, any model) or
+    'llama.cpp' (the embedded GGUF's packed blocks in llama.cpp, CPU only; see
+    gumiho.llamacpp); None reads the environment variable GUMIHO_RUNTIME."""
+    runtime = pick_runtime(runtime)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dev = pick_device(device)
@@ -356,12 +401,17 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     if not isinstance(name, str) or not name.strip():
         raise GumihoError("The model id or path is empty; leave it unset for the default SmolLM2-135M-Instruct.")
     name = name.strip()
+    if runtime == "llama.cpp" and (name.lower() not in (DEFAULT_TARGET, DEFAULT_TARGET_LABEL.lower(), "default")
+                                   or dev.type != "cpu"):
+        raise GumihoError("The llama.cpp runtime runs the embedded GGUF model on a CPU; other models and "
+                          "devices use runtime='torch'.")
     try:
         if name.lower() in (DEFAULT_TARGET, DEFAULT_TARGET_LABEL.lower(), "default"):
             folder, gguf = default_target_files()
             tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
             model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=dt)
             label = DEFAULT_TARGET_LABEL
+            gguf_path = os.path.join(folder, gguf)
         else:
             as_path = looks_like_path(name)
             # transformers reads an existing local path before the hub: it must then be a model folder.
@@ -394,7 +444,12 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
             f"or a hub id while online (HF_HUB_OFFLINE must not be set); leave it empty for the default."
         ) from None
     model.to(dev).eval()
-    return prepare_target(model, tok, label, dev, dt)
+    target = prepare_target(model, tok, label, dev, dt)
+    if runtime == "llama.cpp":
+        from .llamacpp import LlamaCppRuntime
+
+        target.runtime = LlamaCppRuntime(gguf_path, target.context_length)
+    return target
 
 
 def prepare_target(model, tokenizer, name: str, device=None, dtype=None) -> Target:

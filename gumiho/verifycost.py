@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .kvcache import keep_tree_entries, new_cache
+from .kvcache import keep_tree_entries
 from .tree import DraftTree, verify_inputs
 
 CONTEXT_TOKENS = 128  # context the cost is measured after: about a short prompt
@@ -122,7 +122,7 @@ def measure_verify_cost(target, max_tokens: int, rounds: int = ROUNDS,
     ids = (torch.arange(max(context, max_tokens), device=dev) * 7919 + 11) % vocab
     samples: dict[int, list[float]] = {n: [] for n in range(1, max_tokens + 1)}
     with torch.inference_mode():
-        cache = new_cache()
+        cache = target.new_cache()
         target.forward(ids[None, :context], torch.arange(context, device=dev)[None], None, cache,
                        last_logits_only=True)
         inputs = {}

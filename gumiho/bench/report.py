@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 from ..metrics import SPEEDUP_THROUGHPUT, SPEEDUP_WALL_TIME, speedup
 from .compare_drafters import bootstrap, compare
@@ -272,20 +273,73 @@ def engines_section(path: Path) -> list[str]:
              f"({best['tokens_per_s']:.1f} tokens/s)."]
     if ours is not None:
         beaten = [r for r in single if r is not ours and r["tokens_per_s"] >= ours["tokens_per_s"]]
-        words.append("Gumiho with copying is ahead of every other configuration at batch 1." if not beaten else
-                     "Gumiho with copying is not ahead of " + ", ".join(f"{r['engine']} {r['method']}"
-                                                                       for r in beaten) + " at batch 1.")
+        four_bit = [r for r in beaten if "llama.cpp" in r["engine"]]
+        others = [r for r in beaten if r not in four_bit]
+        name = lambda r: f"{r['engine']} {r['method']} ({r['tokens_per_s']:.1f})"  # noqa: E731
+        if not beaten:
+            words.append("Gumiho with copying is ahead of every other configuration at batch 1.")
+        elif not others:
+            words.append("Among the engines that run the model in float32, Gumiho with copying is ahead at batch 1; "
+                         "the 4-bit file run as stored is faster: " + ", ".join(map(name, four_bit)) + ".")
+        else:
+            words.append("Gumiho with copying is not ahead of " + ", ".join(map(name, beaten)) + " at batch 1.")
         over = [r for r in rows if r["engine"] == "vLLM" and r["batch"] > 1 and r["tokens_per_s"] > ours["tokens_per_s"]]
         if over:
             first = min(over, key=lambda r: r["batch"])
             words.append(f"vLLM overtakes it in throughput from batch {first['batch']} "
                          f"({first['tokens_per_s']:.1f} tokens/s over the batch, "
                          f"{first['tokens_per_s'] / ours['tokens_per_s']:.1f}x Gumiho with copying at batch 1).")
-            if not beaten:
-                words.append(f"So: for one user at a time on a CPU, this engine with copying; once about "
+            if not others:
+                words.append(f"So: for one user at a time on a CPU, this engine (with copying in float32, or "
+                             f"vanilla on the llama.cpp runtime for raw speed); once about "
                              f"{first['batch']} requests arrive together, a serving engine, where batching pays "
                              f"more than drafting does.")
     lines += [" ".join(words), ""]
+    return lines
+
+
+def asstored_section(folder: Path, engines: Optional[Path]) -> list[str]:
+    """BENCHMARKS.md's section on the GGUF run as stored (gumiho.llamacpp): the
+    runtime's yardsticks from the engine-peer record, the exactness and verify-cost
+    records of ``python -m gumiho.bench.asstored``, and a cost-aware bench run."""
+    lines = ["## The GGUF as stored: the llama.cpp runtime", ""]
+    if engines and engines.exists():
+        ratios = json.loads(engines.read_text()).get("as_stored") or {}
+        if ratios.get("runtime_vanilla_over_transformers"):
+            lines += [f"From the engine-peer record above: vanilla on the llama.cpp runtime is "
+                      f"{ratios['runtime_vanilla_over_transformers']:.2f}x transformers' `generate` (target: at least "
+                      f"2.5x) and {ratios['runtime_vanilla_over_llamacpp']:.2f}x llama.cpp with llama-cpp-python's "
+                      f"defaults (target: within 2x); Gumiho with copying on it is "
+                      f"{ratios['runtime_gumiho_copy_over_runtime_vanilla']:.2f}x the runtime's vanilla (target: a "
+                      f"speedup; not met).", ""]
+    for path in sorted(folder.glob("*.json")):
+        rec = json.loads(path.read_text())
+        if "exactness" in rec:
+            ex = rec["exactness"]
+            lines += [f"`{path}` (`python -m gumiho.bench.asstored`, {len(ex['prompts'])} prompts of "
+                      f"{rec['prompts_file']}, {rec['max_new_tokens']} new tokens): against the float32 target along "
+                      f"its own greedy continuation, one token per forward, the llama.cpp runtime's greedy choice "
+                      f"differs at {ex['greedy_choices_differing']} of {ex['positions']} positions "
+                      f"({100 * ex['share_differing']:.1f}%), its logits by at most {ex['max_abs_logit_error']:.2f} "
+                      f"({ex['mean_abs_logit_error']:.3f} on average); free-running, the texts were identical on "
+                      f"{ex['texts_identical']} of {len(ex['prompts'])} prompts.", ""]
+            cost = rec["verify_cost"]
+            n = len(next(iter(cost.values()))["ms"])
+            lines += ["| ms of a verify over k tokens | " + " | ".join(str(k) for k in range(1, n + 1)) + " |",
+                      "|---|" + "---|" * n]
+            for name, c in cost.items():
+                lines.append(f"| {name} runtime | " + " | ".join(f"{x:.1f}" for x in c["ms"]) + " |")
+            lines.append("")
+        elif "methods" in rec:
+            m = rec["methods"]
+            words = ", ".join(f"{name} {v['tokens_per_s']:.1f} tokens/s (tau {v['tau']:.2f}, "
+                              f"{v['mean_drafted']:.2f} nodes drafted per step"
+                              + (f", {v['speedup_vs_vanilla']:.2f}x vanilla" if v.get("speedup_vs_vanilla") else "")
+                              + ")" for name, v in m.items())
+            lines += [f"`{path}` (`python -m gumiho.bench --runtime {rec.get('runtime')}`, {rec['prompts']} prompts, "
+                      f"the cost-aware tree): {words}.", ""]
+    lines += ["How it verifies a tree, why it is exact against itself and what it does not run: "
+              "[docs/llamacpp.md](docs/llamacpp.md).", ""]
     return lines
 
 
@@ -303,6 +357,8 @@ def main(argv=None) -> int:
                     help="a record of python -m gumiho.bench.engines: adds the engine-peer section")
     ap.add_argument("--eagle3", default=None, metavar="DIR",
                     help="records of benchmarks/run_eagle3_vs_gumiho.sh: adds the Gumiho-vs-EAGLE-3 section")
+    ap.add_argument("--asstored", default=None, metavar="DIR",
+                    help="records of python -m gumiho.bench.asstored (and bench runs on the llama.cpp runtime)")
     args = ap.parse_args(argv)
     runs = load(args.results)
     if not runs:
@@ -351,6 +407,8 @@ def main(argv=None) -> int:
         parts += eagle3_section(Path(args.eagle3))
     if args.engines:
         parts += engines_section(Path(args.engines))
+    if args.asstored:
+        parts += asstored_section(Path(args.asstored), Path(args.engines) if args.engines else None)
     if args.notes:
         parts += [Path(args.notes).read_text().strip(), ""]
     Path(args.out).write_text("\n".join(parts))

@@ -261,6 +261,7 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
         "model": target.name,
         "drafter": None,
         "device": str(target.device),
+        "runtime": getattr(target, "runtime_name", "torch"),
         "temperature": settings.temperature,
         "max_new_tokens": settings.max_new_tokens,
         "prompts": len(prompts),

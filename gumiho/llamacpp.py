@@ -1,0 +1,294 @@
+"""The target run as its GGUF file stores it: llama.cpp's kernels on the packed
+4-bit blocks, through llama-cpp-python's C API, for vanilla and tree verification.
+
+Why: the engine's own path dequantises the embedded SmolLM2 GGUF (Q4_1 blocks, a
+Q8_0 embedding) to float32 and reads 540 MB per token; llama.cpp multiplies the
+blocks as stored. ``load_target(runtime="llama.cpp")`` makes a :class:`Target`
+whose forwards go through :class:`LlamaCppRuntime`; the float32 model stays beside
+it for what reads weights rather than runs them (a drafter shares its embedding
+and LM head, the exporter writes it).
+
+How a draft tree is verified in one llama.cpp batch. llama.cpp masks attention by
+sequence ids: a batch token at position p with first sequence id s sees exactly the
+cached cells that belong to s and sit at positions <= p. Give every leaf of the tree
+its own sequence id l and every node the ids of the leaves below it. A node then
+sees, under its first id s, the cells holding s: the context (every live sequence
+holds it), its ancestors (each holds every leaf below it, s among them) and itself;
+its descendants hold s too but sit at larger positions; every other node is on
+another leaf's path and does not hold s. That is the tree mask of gumiho.tree,
+built from ids instead of a matrix.
+
+Why rejected nodes are buried, not removed. llama.cpp puts a new token in the
+lowest free cell, and attention sums over cells in cell order. Removing a rejected
+node would leave a hole that the next token fills, ahead of accepted cells at lower
+positions: the sums run in another order and the logits move in the last bits (seen
+here: 0.48 on a logit two tokens later), so the output would no longer be vanilla's
+token for token. Moving a rejected cell to a sequence no token ever reads (the
+graveyard) keeps it occupied: live cells stay in position order, and a masked cell
+adds nothing (flash attention skips it), so every row is bit-for-bit what
+token-by-token decoding computes (tests/test_llamacpp_runtime.py). Buried cells
+cost room; when the cache runs out, it is rebuilt from the live tokens (a batch
+prefill, which gives the same bits as one token at a time).
+
+Install: ``pip install -r requirements-llamacpp.txt`` (llama-cpp-python builds
+llama.cpp from PyPI's source package: about ten minutes on two cores, once).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import weakref
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .errors import GumihoError
+
+BATCH = 512  # tokens per llama_decode call of the prompt's prefill
+# Tokens per llama_decode call after the prompt. llama.cpp's CPU kernels give a row the
+# same bits whatever the batch up to a size (measured: 63 rows after a prompt), and
+# take another path beyond (80 rows differed); 32 keeps every verify and rebuild on
+# the one-token path's bits.
+CHUNK = 32
+SEQUENCES = 64  # sequence ids per context: the tree's leaves, and the graveyard
+
+
+def available() -> bool:
+    """Whether llama-cpp-python is installed (it is an optional extra)."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _library():
+    try:
+        import llama_cpp
+    except ImportError:
+        raise GumihoError("The llama.cpp runtime needs llama-cpp-python: pip install -r requirements-llamacpp.txt "
+                          "(it builds llama.cpp, about ten minutes on two cores), or use runtime='torch'.") from None
+    return llama_cpp
+
+
+_QUIET = None  # the log callback handed to llama.cpp: kept alive as long as the process
+
+
+def _silence(llama_cpp) -> None:
+    """llama.cpp logs every tensor it loads to stderr; keep errors only."""
+    global _QUIET
+    if _QUIET is None:
+        @llama_cpp.llama_log_callback
+        def quiet(level, text, user_data):
+            if level == 4:  # GGML_LOG_LEVEL_ERROR (ggml.h: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4)
+                sys.stderr.write(text.decode("utf-8", "replace"))
+        _QUIET = quiet
+    llama_cpp.llama_log_set(_QUIET, None)
+
+
+class LlamaCppRuntime:
+    """One GGUF model loaded by llama.cpp, and a pool of contexts (each one KV
+    cache) handed out by :meth:`new_cache`. Contexts share the model's weights."""
+
+    def __init__(self, gguf_path: str, context_length: int, threads: Optional[int] = None):
+        lib = _library()
+        self.lib = lib
+        _silence(lib)
+        self.path = gguf_path
+        lib.llama_backend_init()
+        params = lib.llama_model_default_params()
+        self.model = lib.llama_model_load_from_file(os.fsencode(gguf_path), params)
+        if not self.model:
+            raise GumihoError("llama.cpp could not load the model file.")
+        self.vocab_size = lib.llama_vocab_n_tokens(lib.llama_model_get_vocab(self.model))
+        self.hidden_size = lib.llama_model_n_embd(self.model)
+        self.context_length = int(context_length)
+        # Room for the window and for buried cells; a cache that fills is rebuilt (see LlamaCppCache).
+        self.cells = self.context_length + 2048
+        self.threads = int(threads or torch.get_num_threads())
+        self._free: list = []
+        self._lock = threading.Lock()
+
+    def _new_context(self):
+        lib = self.lib
+        p = lib.llama_context_default_params()
+        p.n_ctx, p.n_batch, p.n_ubatch = self.cells, BATCH, BATCH
+        p.n_seq_max, p.kv_unified = SEQUENCES, True  # one cell store that every sequence id indexes
+        p.n_threads = p.n_threads_batch = self.threads
+        p.embeddings = True  # the final-norm states too, beside the logits: what a drafter reads
+        p.pooling_type = lib.LLAMA_POOLING_TYPE_NONE
+        ctx = lib.llama_init_from_model(self.model, p)
+        if not ctx:
+            raise GumihoError("llama.cpp could not make a context (out of memory?).")
+        return ctx
+
+    def new_cache(self) -> "LlamaCppCache":
+        with self._lock:
+            ctx = self._free.pop() if self._free else None
+        if ctx is None:
+            ctx = self._new_context()
+        cache = LlamaCppCache(self, ctx)
+        weakref.finalize(cache, self._release, ctx)
+        return cache
+
+    def _release(self, ctx):
+        with self._lock:
+            self._free.append(ctx)
+
+
+class LlamaCppCache:
+    """A generation's KV cache in one llama.cpp context.
+
+    Sequence ids 0 .. ``synced``-1 each hold the whole live sequence (the context
+    the next forward attends to); id SEQUENCES-1 is the graveyard. ``history`` is
+    the live tokens by position, from which a full cache is rebuilt."""
+
+    GRAVE = SEQUENCES - 1
+
+    def __init__(self, runtime: LlamaCppRuntime, ctx):
+        self.rt, self.ctx = runtime, ctx
+        lib = runtime.lib
+        self.mem = lib.llama_get_memory(ctx)
+        lib.llama_memory_clear(self.mem, True)
+        self.batch = lib.llama_batch_init(BATCH, 0, SEQUENCES)
+        weakref.finalize(self, lib.llama_batch_free, self.batch)
+        self.synced = 1
+        self.used = 0  # cells taken, live or buried
+        self.history: list[int] = []
+        self.prompt_len = 0  # the first forward's tokens, prefilled in batches of BATCH
+        self.pending: Optional[tuple] = None  # the last forward: (start position, tokens, node sequence ids)
+
+    # -- llama.cpp calls ---------------------------------------------------------------------------
+
+    def _decode(self, tokens, positions, seqs, outputs) -> None:
+        b, n = self.batch, len(tokens)
+        b.n_tokens = n
+        for i in range(n):
+            b.token[i], b.pos[i], b.logits[i] = tokens[i], positions[i], 1 if outputs[i] else 0
+            b.n_seq_id[i] = len(seqs[i])
+            for k, s in enumerate(seqs[i]):
+                b.seq_id[i][k] = s
+        rc = self.rt.lib.llama_decode(self.ctx, b)
+        if rc != 0:
+            raise GumihoError(f"llama.cpp could not run the forward (llama_decode returned {rc}).")
+        self.used += n
+
+    def _rows(self, getter, n: int, width: int) -> torch.Tensor:
+        return torch.from_numpy(np.ctypeslib.as_array(getter(self.ctx), shape=(n, width)).copy())
+
+    def _sync_to(self, k: int) -> None:
+        """Make sequences 0..k-1 hold the live sequence (sequence 0 always does)."""
+        for s in range(self.synced, k):
+            self.rt.lib.llama_memory_seq_cp(self.mem, 0, s, -1, -1)
+        self.synced = max(self.synced, k)
+
+    def _bury(self, s: int, p0: int) -> None:
+        """Sequence ``s``'s cells from position ``p0`` on go to the graveyard."""
+        lib = self.rt.lib
+        lib.llama_memory_seq_cp(self.mem, s, self.GRAVE, p0, -1)
+        lib.llama_memory_seq_rm(self.mem, s, p0, -1)
+
+    def _rebuild(self) -> None:
+        """A fresh cache of the live tokens, no buried cells, batched as they were
+        first decoded (the prompt in BATCH, the rest in CHUNK): the same bits."""
+        self.rt.lib.llama_memory_clear(self.mem, True)
+        self.used, self.synced = 0, 1
+        cuts = list(range(0, self.prompt_len, BATCH)) + list(range(self.prompt_len, len(self.history), CHUNK))
+        for a, b in zip(cuts, cuts[1:] + [len(self.history)]):
+            part = self.history[a:b]
+            self._decode(part, range(a, b), [[0]] * len(part), [False] * len(part))
+
+    # -- what Target.forward and keep_tree_entries ask -----------------------------------------------
+
+    def forward(self, tokens: list[int], start: int, parents: Optional[list[int]], last_logits_only: bool):
+        """Tokens at positions from ``start`` (a chain when ``parents`` is None, else
+        a tree with those parents, -1 for the root). Returns the final-norm states
+        [T, H] and the logits [T, V] (or [1, V] of the last token)."""
+        del self.history[start:]  # positions from start on are being replaced
+        n = len(tokens)
+        if start == 0:
+            self.prompt_len = n
+        step = BATCH if start == 0 else CHUNK
+        if parents is None:
+            seqs = [list(range(self.synced))] * n
+            positions = list(range(start, start + n))
+        else:
+            seqs, depths = _tree_sequences(parents)
+            if len(seqs[0]) > self.GRAVE:
+                raise GumihoError(f"The draft tree has {len(seqs[0])} leaves; the llama.cpp runtime verifies at most "
+                                  f"{self.GRAVE}. Use a smaller tree or runtime='torch'.")
+            self._sync_to(len(seqs[0]))
+            positions = [start + d for d in depths]
+        if self.used + n > self.rt.cells:
+            self._rebuild()
+            self._sync_to(len(seqs[0]) if parents is not None else 1)
+            if parents is None:
+                seqs = [list(range(self.synced))] * n
+        states, logits = [], []
+        for a in range(0, n, step):
+            m = min(step, n - a)
+            self._decode(tokens[a:a + m], positions[a:a + m], seqs[a:a + m], [True] * m)
+            lib = self.rt.lib
+            states.append(self._rows(lib.llama_get_embeddings, m, self.rt.hidden_size))
+            if not last_logits_only:
+                logits.append(self._rows(lib.llama_get_logits, m, self.rt.vocab_size))
+            elif a + m == n:
+                logits.append(self._rows(lambda c: lib.llama_get_logits_ith(c, m - 1), 1, self.rt.vocab_size))
+        if parents is None:
+            self.history.extend(tokens)
+        self.pending = (start, list(tokens), seqs)
+        return torch.cat(states), torch.cat(logits)
+
+    def keep(self, past: int, kept: list[int]) -> None:
+        """After a forward from position ``past``: keep the nodes ``kept`` (a chain
+        from the root, by index: the root and the accepted path), bury the rest.
+
+        A sequence s shares with the accepted path the kept nodes that hold it; its
+        cells after the deepest of those are off the path and are buried. Then the
+        accepted cells are given to every live sequence."""
+        start, tokens, seqs = self.pending
+        assert start == past, "keep() must follow the forward it trims"
+        lib = self.rt.lib
+        held = set(range(self.synced))
+        for s in sorted(held | {s for node in seqs for s in node}):
+            shared = sum(1 for i in kept if s in seqs[i])
+            self._bury(s, past + shared)
+        if kept:
+            last = seqs[kept[-1]][0]
+            for s in range(self.synced):
+                if s != last:
+                    lib.llama_memory_seq_cp(self.mem, last, s, past, past + len(kept))
+        self.history[past:] = [tokens[i] for i in kept]
+        self.pending = None
+
+
+def _tree_sequences(parents: list[int]) -> tuple[list[list[int]], list[int]]:
+    """Each node's sequence ids (the leaves below it, numbered 0.. in index order,
+    so the root holds all of them) and its depth. Parents come before children."""
+    n = len(parents)
+    has_child = [False] * n
+    depths = [0] * n
+    for i, p in enumerate(parents):
+        if p >= 0:
+            has_child[p] = True
+            depths[i] = depths[p] + 1
+    seqs: list[list[int]] = [[] for _ in range(n)]
+    for leaf_id, leaf in enumerate(i for i in range(n) if not has_child[i]):
+        j = leaf
+        while j >= 0:
+            seqs[j].append(leaf_id)
+            j = parents[j]
+    return seqs, depths
+
+
+def parents_from_mask(mask: torch.Tensor, past: int) -> list[int]:
+    """The tree's parents read back from gumiho.tree's additive mask [1,1,T,P+T]:
+    a node's parent is its deepest visible ancestor (the last visible earlier node)."""
+    visible = (mask[0, 0, :, past:] == 0).tolist()
+    parents = []
+    for i, row in enumerate(visible):
+        earlier = [j for j in range(i) if row[j]]
+        parents.append(earlier[-1] if earlier else -1)
+    return parents

@@ -27,8 +27,9 @@ token for token. Moving a rejected cell to a sequence no token ever reads (the
 graveyard) keeps it occupied: live cells stay in position order, and a masked cell
 adds nothing (flash attention skips it), so every row is bit-for-bit what
 token-by-token decoding computes (tests/test_llamacpp_runtime.py). Buried cells
-cost room; when the cache runs out, it is rebuilt from the live tokens (a batch
-prefill, which gives the same bits as one token at a time).
+cost room; when the cache runs out, it is rebuilt from the live tokens, batched as
+they were first decoded (the prompt in one batch, the rest in batches of CHUNK),
+which gives the same bits.
 
 Install: ``pip install -r requirements-llamacpp.txt`` (llama-cpp-python builds
 llama.cpp from PyPI's source package: about ten minutes on two cores, once).
@@ -211,6 +212,8 @@ class LlamaCppCache:
         if start == 0:
             self.prompt_len = n
         step = BATCH if start == 0 else CHUNK
+        if self.used + n > self.rt.cells:
+            self._rebuild()
         if parents is None:
             seqs = [list(range(self.synced))] * n
             positions = list(range(start, start + n))
@@ -221,11 +224,6 @@ class LlamaCppCache:
                                   f"{self.GRAVE}. Use a smaller tree or runtime='torch'.")
             self._sync_to(len(seqs[0]))
             positions = [start + d for d in depths]
-        if self.used + n > self.rt.cells:
-            self._rebuild()
-            self._sync_to(len(seqs[0]) if parents is not None else 1)
-            if parents is None:
-                seqs = [list(range(self.synced))] * n
         states, logits = [], []
         for a in range(0, n, step):
             m = min(step, n - a)
@@ -251,8 +249,7 @@ class LlamaCppCache:
         start, tokens, seqs = self.pending
         assert start == past, "keep() must follow the forward it trims"
         lib = self.rt.lib
-        held = set(range(self.synced))
-        for s in sorted(held | {s for node in seqs for s in node}):
+        for s in range(self.synced):  # a tree's leaf ids are all below synced (forward synced them)
             shared = sum(1 for i in kept if s in seqs[i])
             self._bury(s, past + shared)
         if kept:

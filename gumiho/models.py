@@ -16,6 +16,7 @@ from .checkpoint import checkpoint_shapes, compare_shapes, first_line, local_fil
 from .cpulinear import pack_linears
 from .errors import GumihoError
 from .kvcache import new_cache
+from .llamacpp import LlamaCppRuntime, parents_from_mask
 from .treeattn import use_tree_attention
 
 DEFAULT_TARGET = "smollm2-135m-instruct"
@@ -217,8 +218,6 @@ class Target:
         return (states[0] if feature_layers else hidden), logits
 
     def _forward_llamacpp(self, ids, positions, mask, cache, last_logits_only, feature_layers):
-        from .llamacpp import parents_from_mask
-
         if feature_layers:
             raise GumihoError(NO_INNER_STATES)
         start = int(positions.reshape(-1)[0])
@@ -446,8 +445,6 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     model.to(dev).eval()
     target = prepare_target(model, tok, label, dev, dt)
     if runtime == "llama.cpp":
-        from .llamacpp import LlamaCppRuntime
-
         target.runtime = LlamaCppRuntime(gguf_path, target.context_length)
     return target
 

@@ -37,11 +37,13 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Optional
 
 import torch
 
+from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
 from ..llamacpp import available as llamacpp_available
 from ..models import load_target
@@ -71,10 +73,9 @@ def engine_rows(target, prompts, max_new: int, log) -> tuple[list[dict], dict]:
 LLAMACPP_METHODS = ["vanilla", "gumiho", "gumiho+copy"]  # eagle3 reads inner layers, which llama.cpp keeps
 
 
-def llamacpp_rows(prompts, ids: list, max_new: int, threads: int, log) -> list[dict]:
-    """The GGUF as stored: this engine on the llama.cpp runtime, and llama-cpp-python itself."""
-    import time
-
+def llamacpp_rows(prompts, ids: list, max_new: int, threads: int, log) -> tuple[list[dict], dict]:
+    """The GGUF as stored: this engine on the llama.cpp runtime, and llama-cpp-python
+    itself; with the bench record of the runtime's rows."""
     from llama_cpp import Llama
 
     target = load_target(None, device="cpu", runtime="llama.cpp")
@@ -86,8 +87,6 @@ def llamacpp_rows(prompts, ids: list, max_new: int, threads: int, log) -> list[d
         rows.append({"engine": "gumiho engine, llama.cpp runtime", "method": name, "batch": 1,
                      "new_tokens": m["new_tokens"], "seconds": m["wall_s"], "tokens_per_s": m["tokens_per_s"],
                      "tau": m["tau"]})
-    from ..decode import GenerationSettings, generate
-
     runtime_tokens = [generate(target, prompt_ids=p, settings=GenerationSettings(max_new_tokens=max_new)).tokens
                       for p in ids]
     eos = target.eos_ids

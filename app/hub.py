@@ -20,11 +20,13 @@ import torch
 
 from gumiho import (Drafter, DrafterConfig, GenerationSettings, GumihoError, Target, TreeSettings, load_drafter,
                     load_target, shipped_drafter_path, stream, with_copy)
+from gumiho.llamacpp import available as llamacpp_available
 from gumiho.models import DEFAULT_TARGET_LABEL, drafter_dtype, is_model_folder, looks_like_path, no_model_folder
+from gumiho.proposers import LearnedProposer
 
 from . import gpu
 from .access import Access, is_default
-from .inputs import DRAFTER_KINDS, DRAFTER_LABELS, MAX_WAITING
+from .inputs import DRAFTER_KINDS, DRAFTER_LABELS, MAX_WAITING, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32
 
 log = logging.getLogger("gumiho.app")
 
@@ -41,6 +43,27 @@ class Resolved:
     trained: bool
     note: str  # shown beside the Gumiho column; "" for a trained drafter
     drafter_label: str
+
+
+def runs_on(target: Target, drafter: Drafter, weights: str, label: str) -> Target:
+    """The target view a request runs on. float32: the torch view (free: it shares the
+    model). As stored: the loaded llama.cpp runtime, which must exist and must be able
+    to serve the drafter (llama.cpp hands out no inner-layer states). Neither asked
+    for: the target's own runtime, moved to the torch view for a drafter llama.cpp
+    cannot serve (Target.for_proposer)."""
+    if weights == WEIGHTS_FLOAT32:
+        return target.torch_view()
+    if weights == WEIGHTS_AS_STORED:
+        if target.runtime is None:
+            why = ("llama-cpp-python is not installed on this server" if not llamacpp_available()
+                   else "only the default model runs as stored")
+            raise GumihoError(f"The 4-bit weights as stored need the llama.cpp runtime, and {why}; choose float32 "
+                              f"weights.")
+        if drafter.cfg.feature_layers:
+            raise GumihoError(f"The {label} drafter reads the target's inner layers, which llama.cpp does not hand "
+                              f"out; choose float32 weights for it.")
+        return target
+    return target.for_proposer(LearnedProposer(drafter))
 
 
 def _random_drafter(target: Target, kind: str) -> Drafter:
@@ -274,13 +297,15 @@ class ModelHub:
     @staticmethod
     def _warm(target: Target, drafter: Drafter):
         """One short vanilla and one short speculative generation with the device's
-        tree (the race's default), so the first timed race does not pay for first-call
+        tree (the race's default), on each runtime the page can race (the model's own
+        and its float32 view), so the first timed race does not pay for first-call
         allocations."""
         ids = target.encode("Hello!")
         tree = TreeSettings.for_device(target.device)
-        for d in (None, drafter):
-            for _ in stream(target, ids, d, GenerationSettings(max_new_tokens=3, tree=tree)):
-                pass
+        for view in [target] + ([target.torch_view()] if target.runtime is not None else []):
+            for d in (None, drafter):
+                for _ in stream(view, ids, d, GenerationSettings(max_new_tokens=3, tree=tree)):
+                    pass
 
     def wait_ready(self, timeout: Optional[float] = None) -> bool:
         return self._ready.wait(timeout)
@@ -356,10 +381,12 @@ class ModelHub:
     # -- what a request gets -------------------------------------------------------------
 
     def resolve(self, target_id: str = "", kind: str = "gumiho", drafter_path: str = "",
-                copy: bool = False) -> Resolved:
+                copy: bool = False, weights: str = "") -> Resolved:
         """The target and drafter for one request; with ``copy``, the drafter has the
-        copy proposer beside it (gumiho.proposers.copying). Raises GumihoError with a message
-        for the user when they cannot load."""
+        copy proposer beside it (gumiho.proposers.copying); ``weights`` (app.inputs.RACE_WEIGHTS,
+        or "" for the model's own runtime) picks the runtime the default model runs on,
+        and the target returned is the one both sides of a comparison run on. Raises
+        GumihoError with a message for the user when they cannot load."""
         with self._lock:
             if is_default(target_id):
                 if self.default is None:
@@ -380,6 +407,7 @@ class ModelHub:
                 note = RANDOM_NOTICE.format(kind=DRAFTER_LABELS[kind].split(" (")[0])
             else:
                 note = CUSTOM_RANDOM_NOTICE.format(model=target.name)
+            target = runs_on(target, drafter, weights, label)
             if copy:
                 drafter, label = with_copy(drafter), f"{label} + copying from the context"
             return Resolved(target, drafter, trained, note, label)

@@ -71,6 +71,14 @@ RACE_SHAPES = (SIZED_SHAPE, PAPER_SHAPE)
 # (summaries, code, worked maths) and costs under one percent elsewhere (BENCHMARKS.md).
 COPY_DEFAULT = True
 
+# The default model's weights in a race (gumiho.models' runtimes): its 4-bit file as
+# stored, run by llama.cpp (the library's default on a CPU where llama-cpp-python is
+# installed: every method runs faster there), or dequantised to float32 in PyTorch,
+# where a verify over a few tokens costs about one forward, as on a GPU, so drafting
+# pays. "" is the loaded model's own runtime. Other models always run in PyTorch.
+WEIGHTS_AS_STORED, WEIGHTS_FLOAT32 = "as stored", "float32"
+RACE_WEIGHTS = (WEIGHTS_AS_STORED, WEIGHTS_FLOAT32)
+
 
 @dataclass
 class Request:
@@ -80,6 +88,7 @@ class Request:
     target_id: str = ""
     drafter_path: str = ""
     copy: bool = False  # the copy proposer drafts beside the drafter
+    weights: str = ""  # RACE_WEIGHTS, or "" for the loaded model's own runtime
 
 
 def _number(value, name: str, what: str) -> float:
@@ -175,7 +184,7 @@ def check_pair(target_id: str, drafter_path: str) -> None:
 def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k, budget,
                   drafter_kind="gumiho", target_id="", drafter_path="",
                   max_tokens_cap: Optional[int] = None, cost_aware=None, access: Optional[Access] = None,
-                  copy=None, shape=None) -> Request:
+                  copy=None, shape=None, weights=None) -> Request:
     """``shape``: SIZED_SHAPE (or None), the tree the controls give; PAPER_SHAPE, the
     paper's tree, whatever the tree controls say (they are then neither used nor checked)."""
     cap = max_tokens_cap or MAX_NEW_TOKENS
@@ -223,4 +232,7 @@ def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k
         tree = PAPER_TREE_SETTINGS
     settings = GenerationSettings(max_new_tokens=n, temperature=temp, top_p=p, seed=s, tree=tree).validate()
     copying = flag(copy, "Copy from the context", COPY_DEFAULT)
-    return Request(prompt, settings, kind, target_id, drafter_path, copying)
+    weights = text_field(weights, "The target weights", f"one of {', '.join(RACE_WEIGHTS)}")
+    if weights and weights not in RACE_WEIGHTS:
+        raise GumihoError(f"Unknown target weights {weights[:40]!r}; choose one of {', '.join(RACE_WEIGHTS)}.")
+    return Request(prompt, settings, kind, target_id, drafter_path, copying, weights)

@@ -35,11 +35,11 @@ from typing import AsyncIterator, Callable, Iterator, Optional
 
 import torch
 
-from gumiho import GumihoError, StepEvent, stream
+from gumiho import GenerationSettings, GumihoError, StepEvent, Target, TreeSettings, stream
 
 from .gpu import on_gpu
 from .hub import ModelHub
-from .inputs import Request, check_prompt_length
+from .inputs import DEVICE_TREE, Request, check_prompt_length
 from .render import speedup
 from .tokens import RaceResult, record
 
@@ -232,21 +232,35 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
     progress = progress or Progress()
     progress.max_tokens = req.settings.max_new_tokens
     progress.phase = "loading"
-    res = hub.resolve(req.target_id, req.drafter_kind, req.drafter_path, req.copy)
+    res = hub.resolve(req.target_id, req.drafter_kind, req.drafter_path, req.copy, req.weights)
     target = res.target
+    settings = race_settings(req.settings, target)
     ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
     try:
-        v_events, g_events = timed_race(target, ids, res.drafter, req.settings, stop, progress, scheme, now)
+        v_events, g_events = timed_race(target, ids, res.drafter, settings, stop, progress, scheme, now)
     finally:
         progress.phase = "done"
     tok = target.tokenizer
     vanilla = record("vanilla", v_events, tok, ids)
-    gumiho = record("gumiho", g_events, tok, ids, res.drafter, req.settings.tree.depth)
+    gumiho = record("gumiho", g_events, tok, ids, res.drafter, settings.tree.depth)
     if stop.is_set():
         vanilla.stopped = gumiho.stopped = True
     return RaceResult(prompt_tokens=len(ids), vanilla=vanilla, gumiho=gumiho, model=target.name,
                       drafter_note=res.note, temperature=req.settings.temperature,
-                      notes=[res.drafter_label], scheme=scheme)
+                      notes=[res.drafter_label], scheme=scheme, runtime=target.runtime_name)
+
+
+def race_settings(settings: GenerationSettings, target: Target) -> GenerationSettings:
+    """The settings a race runs with on ``target``. The page's tree controls start at
+    DEVICE_TREE, the tree sized for the float32 model on this device; a race left at
+    them takes the tree of the runtime it runs on instead (TreeSettings.for_target),
+    which differs on llama.cpp: there a verify over k tokens costs about 1 + 0.5(k-1)
+    plain forwards, and the float32 CPU tree ran at 0.44x vanilla where the runtime's
+    chain of one ran at 0.79x (docs/llamacpp.md). A tree the page changed, and the
+    paper's, are raced as set; the result's legend says which depth ran."""
+    if settings.tree != DEVICE_TREE:
+        return settings
+    return dataclasses.replace(settings, tree=TreeSettings.for_target(target))
 
 
 async def in_background(fn, submit, stop: Optional[threading.Event] = None,
@@ -367,7 +381,7 @@ def summary(result: RaceResult, prompt: str) -> dict:
             "vanilla": run(result.vanilla, v_stats),
             "gumiho": {**run(result.gumiho, g_stats), **acceptance(g_stats, result.gumiho.depth)},
             "speedup": round(sp[0], 4) if sp else None, "speedup_kind": sp[1] if sp else None,
-            "timing": TIMING.get(result.scheme, result.scheme)}
+            "timing": TIMING.get(result.scheme, result.scheme), "runtime": result.runtime}
 
 
 def error_summary(message: str, prompt) -> dict:

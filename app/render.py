@@ -273,7 +273,22 @@ def render_result(result: Optional[RaceResult]) -> str:
                 [t for e in v.events for t in e.tokens] == [t for e in g.events for t in e.tokens]
                 else " The two texts differ: please report this, greedy speculative decoding must match vanilla.")
     return (f'<div class="gm-result {"win" if value >= 1 else "lose"}"><span class="big">Speedup {value:.2f}×</span> '
-            f"Gumiho was {shown:.2f}× {word} than vanilla ({esc(detail)}).{esc(same)}</div>")
+            f"Gumiho was {shown:.2f}× {word} than vanilla ({esc(detail)}).{esc(same)}{esc(runtime_note(result, value))}"
+            f"</div>")
+
+
+def runtime_note(result: RaceResult, value: float) -> str:
+    """What ran the target, and why that decides the speedup (docs/llamacpp.md)."""
+    if result.runtime != "llama.cpp":
+        return ""
+    note = " The target ran as its file stores it: 4-bit weights, in llama.cpp."
+    if value < 1:
+        note += (" On a CPU those 4-bit products are bound by arithmetic, not by memory: each extra token a "
+                 "verify carries costs about half a plain forward on two cores, so guessing ahead does not pay "
+                 "for itself (the least slow tree here is the first guess alone: tree depth 1, node budget 1). "
+                 "With float32 weights (Settings) a verify over a few tokens costs about one forward, as on a "
+                 "GPU, and drafting pays; vanilla is slower there.")
+    return note
 
 
 def render_banner(text: str, level: str = "info") -> str:

@@ -284,6 +284,7 @@ class RaceResult:
     temperature: float = 0.0
     notes: list[str] = field(default_factory=list)
     scheme: str = "alternating"  # how the two runs were timed (app.race.TIMING)
+    runtime: str = "torch"  # what ran the target's forwards (Target.runtime_name): torch or llama.cpp
 
     @property
     def duration(self) -> float:

@@ -10,6 +10,8 @@
 # with every method, MT-Bench sampled with a fixed seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The float32 target the drafters were trained against (the torch runtime), as these records were made.
+export GUMIHO_RUNTIME=torch
 REV=${1:?usage: refactor_check.sh REV [OUT]}
 OUT=${2:-runs/refactor_check}
 PY=${PYTHON:-python}

@@ -3,6 +3,9 @@
 # same limit and max-new-tokens for all, then the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# These records are of the float32 target the drafters were trained against (the torch
+# runtime); the llama.cpp runtime's records below ask for it by name.
+export GUMIHO_RUNTIME=torch
 PY=${PY:-python}
 LIMIT=${LIMIT:-10}
 MAX_NEW=${MAX_NEW:-64}
@@ -17,13 +20,17 @@ done
 # This engine beside vLLM and transformers (batch 1; vLLM also at 8 and 32), on a machine doing nothing else.
 [[ -f benchmarks/engines/mt_bench.json ]] || "$PY" -m gumiho.bench.engines --prompts benchmarks/prompts/mt_bench.jsonl \
   --limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench.json
-# The GGUF as stored (the llama.cpp runtime, requirements-llamacpp.txt): exactness against float32, verify
-# costs, and the cost-aware tree on it.
+# The GGUF as stored (the llama.cpp runtime, the default on a CPU): exactness against float32, verify
+# costs, the cost-aware tree on it, and which tree each runtime wants.
 [[ -f benchmarks/asstored/alpaca.json ]] || "$PY" -m gumiho.bench.asstored --prompts benchmarks/prompts/alpaca.jsonl \
   --limit 20 --max-new-tokens 64 --out benchmarks/asstored/alpaca.json
 [[ -f benchmarks/asstored/mt_bench-cost-aware.json ]] || "$PY" -m gumiho.bench --runtime llama.cpp --cost-aware \
   --prompts benchmarks/prompts/mt_bench.jsonl --limit 10 --max-new-tokens 64 --methods vanilla,gumiho,gumiho+copy \
   --no-progress --out benchmarks/asstored/mt_bench-cost-aware.json
+for rt in llama.cpp torch; do
+  [[ -f benchmarks/asstored/runtime_trees-$rt.txt ]] || PYTHONPATH=. "$PY" research/runtime_trees.py --runtime "$rt" \
+    > "benchmarks/asstored/runtime_trees-$rt.txt"
+done
 # The engine peers (python -m gumiho.bench.engines, alone on the machine: it times vLLM too) and the
 # Gumiho-vs-EAGLE-3 records (benchmarks/run_eagle3_vs_gumiho.sh) are sections of the same report.
 "$PY" -m gumiho.bench.report benchmarks/results/*.json --out BENCHMARKS.md --commands benchmarks/run_benchmarks.sh \

@@ -5,6 +5,8 @@
 # python -m gumiho.bench.report turns them into BENCHMARKS.md's copy section.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The float32 target the drafters were trained against (the torch runtime), as these records were made.
+export GUMIHO_RUNTIME=torch
 PY=${PY:-python}
 LIMIT=${LIMIT:-10}
 PAPER_LIMIT=${PAPER_LIMIT:-5}

@@ -14,6 +14,8 @@
 # Records: benchmarks/eagle3/ (bench JSON per set, comparison and evaluation text).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The float32 target the drafters were trained against (the torch runtime), as these records were made.
+export GUMIHO_RUNTIME=torch
 PY=${PY:-python}
 STEPS=${STEPS:-180}            # optimizer steps of each arm (x BATCH padded tokens)
 BATCH=${BATCH:-2048}

@@ -6,6 +6,8 @@
 # drafters at the tree size their paper compares them at. Records: benchmarks/paper_tree/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The float32 target the drafters were trained against (the torch runtime), as these records were made.
+export GUMIHO_RUNTIME=torch
 PY=${PY:-python}
 LIMIT=${LIMIT:-10}
 MAX_NEW=${MAX_NEW:-64}

@@ -32,7 +32,7 @@ from .errors import GumihoError
 from .events import EmittedToken, RejectedToken, StepEvent
 from .kvcache import keep_tree_entries
 from .metrics import GenerationStats, summarize
-from .models import NO_INNER_STATES, Target
+from .models import Target
 from .proposers import Budget, Proposer, ProposerSession, Verified, as_proposer
 from .tree import DraftTree, TreeSettings, verify_inputs
 from .verifycost import VerifyCost, tokens_needed, verify_cost_for
@@ -163,8 +163,9 @@ def start(target: Target, prompt_ids, drafter=None, settings: Optional[Generatio
     """Every check of a generation, before any forward: settings, the prompt's ids
     against the target's vocabulary and context window, the drafter."""
     proposer = as_proposer(drafter)
+    target = target.for_proposer(proposer)  # a drafter llama.cpp cannot serve: the torch view, or refused
     settings = check_settings(settings).validate()
-    tree_settings = (settings.tree or TreeSettings.for_device(target.device)).validate()
+    tree_settings = (settings.tree or TreeSettings.for_target(target)).validate()
     ctx = target.context_length
     prompt_ids = check_prompt_ids(prompt_ids, target)
     if not prompt_ids:
@@ -174,8 +175,6 @@ def start(target: Target, prompt_ids, drafter=None, settings: Optional[Generatio
             f"The prompt is {len(prompt_ids)} tokens long but {target.name} reads at most {ctx} tokens "
             f"(including the answer); shorten the prompt."
         )
-    if proposer.feature_layers and target.runtime is not None:
-        raise GumihoError(NO_INNER_STATES)
     gen = None
     if settings.temperature != 0:
         gen = torch.Generator(device="cpu")

@@ -3,8 +3,9 @@
 
 Why: the engine's own path dequantises the embedded SmolLM2 GGUF (Q4_1 blocks, a
 Q8_0 embedding) to float32 and reads 540 MB per token; llama.cpp multiplies the
-blocks as stored. ``load_target(runtime="llama.cpp")`` makes a :class:`Target`
-whose forwards go through :class:`LlamaCppRuntime`; the float32 model stays beside
+blocks as stored. On a CPU, ``load_target()`` (runtime "auto") and
+``load_target(runtime="llama.cpp")`` make a :class:`Target` whose forwards go
+through :class:`LlamaCppRuntime`; the float32 model stays beside
 it for what reads weights rather than runs them (a drafter shares its embedding
 and LM head, the exporter writes it).
 
@@ -31,7 +32,7 @@ cost room; when the cache runs out, it is rebuilt from the live tokens, batched 
 they were first decoded (the prompt in one batch, the rest in batches of CHUNK),
 which gives the same bits.
 
-Install: ``pip install -r requirements-llamacpp.txt`` (llama-cpp-python builds
+Install: llama-cpp-python, pinned in requirements.txt (it builds
 llama.cpp from PyPI's source package: about ten minutes on two cores, once).
 """
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _library():
     try:
         import llama_cpp
     except ImportError:
-        raise GumihoError("The llama.cpp runtime needs llama-cpp-python: pip install -r requirements-llamacpp.txt "
+        raise GumihoError("The llama.cpp runtime needs llama-cpp-python: pip install llama-cpp-python==0.3.36 "
                           "(it builds llama.cpp, about ten minutes on two cores), or use runtime='torch'.") from None
     return llama_cpp
 

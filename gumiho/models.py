@@ -16,7 +16,7 @@ from .checkpoint import checkpoint_shapes, compare_shapes, first_line, local_fil
 from .cpulinear import pack_linears
 from .errors import GumihoError
 from .kvcache import new_cache
-from .llamacpp import LlamaCppRuntime, parents_from_mask
+from .llamacpp import LlamaCppRuntime, available as llamacpp_available, parents_from_mask
 from .treeattn import use_tree_attention
 
 DEFAULT_TARGET = "smollm2-135m-instruct"
@@ -156,6 +156,10 @@ class Target:
     # the GGUF file's packed weights in llama.cpp (the torch model stays for what
     # reads weights: a drafter's shared embedding and LM head, the exporter).
     runtime: Optional[object] = field(default=None, repr=False, compare=False)
+    # Whether the runtime was picked by "auto" (not asked for by name): such a target
+    # hands a drafter that llama.cpp cannot serve to its torch view (for_proposer).
+    runtime_auto: bool = field(default=False, repr=False, compare=False)
+    _torch_view: Optional["Target"] = field(default=None, repr=False, compare=False)
 
     @property
     def runtime_name(self) -> str:
@@ -164,6 +168,29 @@ class Target:
     def new_cache(self):
         """An empty KV cache for this target's forwards."""
         return new_cache() if self.runtime is None else self.runtime.new_cache()
+
+    def torch_view(self) -> "Target":
+        """The same model on the torch runtime (float32 dequantised weights): itself
+        when it already runs there. The view shares the model and tokenizer, so it
+        costs no memory; it keeps its own verify-cost measurement."""
+        if self.runtime is None:
+            return self
+        if self._torch_view is None:
+            self._torch_view = Target(self.model, self.tokenizer, self.name, self.device, self.dtype)
+        return self._torch_view
+
+    def for_proposer(self, proposer) -> "Target":
+        """The target a generation with ``proposer`` runs on. llama.cpp hands out the
+        final-norm states only, so a drafter that reads the target's inner layers
+        (``proposer.feature_layers``: the eagle3 kind, fused drafters) runs on the
+        torch view when the runtime was picked by "auto", and is refused in words when
+        llama.cpp was asked for by name. A comparison runs both of its sides on the
+        target this returns (the race and the bench do)."""
+        if self.runtime is None or not getattr(proposer, "feature_layers", None):
+            return self
+        if self.runtime_auto:
+            return self.torch_view()
+        raise GumihoError(NO_INNER_STATES)
 
     @property
     def config(self):
@@ -257,17 +284,29 @@ class Target:
 NO_INNER_STATES = ("This drafter reads the target's inner layers, which the llama.cpp runtime does not hand out "
                    "(it gives the final states only); load the target with runtime='torch' for it.")
 
-RUNTIMES = ("torch", "llama.cpp")
+RUNTIMES = ("auto", "torch", "llama.cpp")
+RUNTIME_ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "float32": "torch", "": "auto"}
 
 
 def pick_runtime(runtime: Optional[str]) -> str:
-    """'torch' or 'llama.cpp'; None reads GUMIHO_RUNTIME (default 'torch')."""
-    name = (runtime or os.environ.get("GUMIHO_RUNTIME") or "torch").strip().lower()
-    name = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "float32": "torch"}.get(name, name)
+    """'auto', 'torch' or 'llama.cpp', as asked; None reads GUMIHO_RUNTIME (unset:
+    'auto'). :func:`resolve_runtime` turns 'auto' into one of the other two."""
+    name = (runtime or os.environ.get("GUMIHO_RUNTIME") or "auto").strip().lower()
+    name = RUNTIME_ALIASES.get(name, name)
     if name not in RUNTIMES:
-        raise GumihoError(f"Unknown runtime {runtime!r}: use 'torch' (float32, any model) or 'llama.cpp' "
-                          f"(the embedded GGUF file as stored, on a CPU).")
+        raise GumihoError(f"Unknown runtime {runtime!r}: use 'auto' (the default), 'torch' (float32, any model) or "
+                          f"'llama.cpp' (the embedded GGUF file as stored, on a CPU).")
     return name
+
+
+def resolve_runtime(runtime: str, embedded_gguf: bool, device: torch.device) -> str:
+    """The runtime a load uses. 'auto' is llama.cpp where it runs and is faster: the
+    embedded GGUF on a CPU, with llama-cpp-python installed (vanilla decodes about 3.5x
+    faster there and every speculative method runs faster than on float32 weights;
+    docs/llamacpp.md has the measurements); the torch runtime everywhere else."""
+    if runtime != "auto":
+        return runtime
+    return "llama.cpp" if embedded_gguf and device.type == "cpu" and llamacpp_available() else "torch"
 
 
 def check_text(text: str, what: str) -> str:
@@ -388,10 +427,12 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
                 dtype: Optional[str] = None, runtime: Optional[str] = None) -> Target:
     """The embedded default (None or 'smollm2-135m-instruct'), a local folder, or a hub id.
 
-    ``runtime``: 'torch' (the default; float32 dequantised weights, any model) or
-    'llama.cpp' (the embedded GGUF's packed blocks in llama.cpp, CPU only; see
-    gumiho.llamacpp); None reads the environment variable GUMIHO_RUNTIME."""
-    runtime = pick_runtime(runtime)
+    ``runtime``: 'auto' (the default: llama.cpp for the embedded GGUF on a CPU when
+    llama-cpp-python is installed, else torch; see :func:`resolve_runtime`), 'torch'
+    (float32 dequantised weights, any model, any device) or 'llama.cpp' (the embedded
+    GGUF's packed blocks in llama.cpp, CPU only; see gumiho.llamacpp); None reads the
+    environment variable GUMIHO_RUNTIME."""
+    asked = pick_runtime(runtime)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dev = pick_device(device)
@@ -400,12 +441,13 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     if not isinstance(name, str) or not name.strip():
         raise GumihoError("The model id or path is empty; leave it unset for the default SmolLM2-135M-Instruct.")
     name = name.strip()
-    if runtime == "llama.cpp" and (name.lower() not in (DEFAULT_TARGET, DEFAULT_TARGET_LABEL.lower(), "default")
-                                   or dev.type != "cpu"):
+    embedded = name.lower() in (DEFAULT_TARGET, DEFAULT_TARGET_LABEL.lower(), "default")
+    runtime = resolve_runtime(asked, embedded, dev)
+    if runtime == "llama.cpp" and (not embedded or dev.type != "cpu"):
         raise GumihoError("The llama.cpp runtime runs the embedded GGUF model on a CPU; other models and "
                           "devices use runtime='torch'.")
     try:
-        if name.lower() in (DEFAULT_TARGET, DEFAULT_TARGET_LABEL.lower(), "default"):
+        if embedded:
             folder, gguf = default_target_files()
             tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
             model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=dt)
@@ -446,6 +488,7 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     target = prepare_target(model, tok, label, dev, dt)
     if runtime == "llama.cpp":
         target.runtime = LlamaCppRuntime(gguf_path, target.context_length)
+        target.runtime_auto = asked == "auto"
     return target
 
 

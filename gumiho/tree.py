@@ -95,6 +95,23 @@ class TreeSettings:
         # run and machine, and tau that does not depend on a timing.
         return cls(total_tokens=5, depth=3, serial_top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0)
 
+    @classmethod
+    def for_target(cls, target) -> "TreeSettings":
+        """Trees sized for how the target runs: :meth:`for_device`, except on the
+        llama.cpp runtime (gumiho.llamacpp), whose cost curve is another. There a
+        verify over k tokens costs about 1 + 0.5(k-1) one-token forwards on two cores
+        (its 4-bit products are bound by arithmetic, not memory), and every drafting
+        step beyond the first position runs the drafter's Transformer on a beam, which
+        costs over half a vanilla step. Measured on 8 MT-Bench prompts (research/runtime_trees.py,
+        benchmarks/asstored/runtime_trees-llama.cpp.txt): the float32 CPU tree 0.44x vanilla,
+        the cost-aware tree 0.57x, a chain of two 0.56x, a chain of one (the drafter's first
+        guess alone) 0.79x: the least slow, so it is this runtime's tree. No tree beats
+        vanilla there; on the float32 runtime the CPU tree stays best (1.24x, chain of one 1.17x)."""
+        if getattr(target, "runtime_name", "torch") == "llama.cpp":
+            return cls(total_tokens=1, depth=1, serial_top_k=1, mlp_top_k=1, mlp_keep=1, full_tree=False,
+                       full_tree_tokens=0)
+        return cls.for_device(target.device)
+
 
 # ``settings.top_k`` reads and sets serial_top_k, as before the rename. Set after the
 # class is made: the generated __init__ already holds the InitVar's default.

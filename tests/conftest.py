@@ -4,6 +4,12 @@ import os
 # the test process); spinning OpenMP workers would then starve each other.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# The float32 (torch) runtime unless a test asks for another: most tests are about the
+# engine's own forwards (inner-layer drafters, exports, training, float32 tokens). The
+# default, "auto" (llama.cpp for the embedded GGUF on a CPU), has its own tests, which
+# ask for it by name (tests/test_llamacpp_runtime.py, tests/test_app_runtime.py).
+os.environ.setdefault("GUMIHO_RUNTIME", "torch")
+
 import torch  # noqa: E402  (after the environment variable above)
 
 # One intra-op thread: the tests' models are tiny, and with two threads on a busy

@@ -113,7 +113,7 @@ def test_only_the_documented_api_is_callable_by_name(probe_server):
 
 
 def test_a_short_or_long_race_call_answers_ok_false_or_with_defaults(probe_server):
-    """/race with some of its 13 values: the rest take their documented defaults (as
+    """/race with some of its 14 values: the rest take their documented defaults (as
     Gradio's client fills them), so a call without a prompt is answered ok: false by
     the app's own check, not by the framework's count of values."""
     base, _, _ = probe_server
@@ -122,7 +122,7 @@ def test_a_short_or_long_race_call_answers_ok_false_or_with_defaults(probe_serve
     status, answer = call(base, "race", ["Hello", 3, 0.0])
     assert status == 200 and answer[0]["ok"] and answer[0]["vanilla"]["new_tokens"] == 3
     status, answer = call(base, "race", ["Hello"] + [0] * 20)
-    assert status == 422 and answer["ok"] is False and "at most 13 values" in answer["message"]
+    assert status == 422 and answer["ok"] is False and "at most 14 values" in answer["message"]
     no_framework_words(json.dumps(answer))
 
 

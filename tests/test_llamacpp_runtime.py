@@ -9,7 +9,7 @@ import torch
 from gumiho import GenerationSettings, generate, stream
 from gumiho.errors import GumihoError
 from gumiho.llamacpp import _tree_sequences, parents_from_mask
-from gumiho.tree import DraftTree, verify_inputs
+from gumiho.tree import DraftTree, TreeSettings, verify_inputs
 
 from helpers import OracleDrafter
 
@@ -48,7 +48,7 @@ def test_parents_are_read_back_from_the_mask():
 
 @pytest.fixture(scope="module")
 def lc_target():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements-llamacpp.txt) is not installed")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
     from gumiho.models import load_target
     return load_target(runtime="llama.cpp")
 
@@ -110,10 +110,12 @@ def test_the_shipped_drafter_on_llamacpp_is_lossless(lc_target):
     from gumiho.models import load_drafter, shipped_drafter_path
 
     drafter = load_drafter(shipped_drafter_path("gumiho"), lc_target)
-    for prompt in PROMPTS[1:3]:
-        s = GenerationSettings(max_new_tokens=32)
-        assert generate(lc_target, prompt, drafter, settings=s).tokens == generate(lc_target, prompt,
-                                                                                 settings=s).tokens
+    # The runtime's own tree (a chain of one) and the float32 CPU tree, which branches.
+    for tree in (None, TreeSettings.for_device("cpu")):
+        for prompt in PROMPTS[1:3]:
+            s = GenerationSettings(max_new_tokens=32, tree=tree)
+            assert generate(lc_target, prompt, drafter, settings=s).tokens == generate(lc_target, prompt,
+                                                                                     settings=s).tokens
 
 
 def test_a_drafter_reading_inner_layers_is_refused_in_words(lc_target):
@@ -131,3 +133,54 @@ def test_an_unknown_runtime_or_another_model_is_refused_in_words():
         load_target(runtime="onnx")
     with pytest.raises(GumihoError, match="llama.cpp runtime runs the embedded GGUF"):
         load_target("lmsys/vicuna-7b-v1.3", runtime="llama.cpp")
+
+
+# -- "auto", the default: llama.cpp where it runs, float32 elsewhere -------------------------------
+
+
+def test_auto_is_the_default_and_picks_llamacpp_only_where_it_runs(monkeypatch):
+    from gumiho import models
+
+    monkeypatch.delenv("GUMIHO_RUNTIME", raising=False)
+    assert models.pick_runtime(None) == "auto"
+    monkeypatch.setenv("GUMIHO_RUNTIME", "float32")
+    assert models.pick_runtime(None) == "torch"
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr(models, "llamacpp_available", lambda: True)
+    assert models.resolve_runtime("auto", True, cpu) == "llama.cpp"
+    assert models.resolve_runtime("auto", False, cpu) == "torch"  # another model: no GGUF of it to run
+    assert models.resolve_runtime("auto", True, cuda) == "torch"  # llama.cpp runs it on the CPU only
+    assert models.resolve_runtime("torch", True, cpu) == "torch"  # asked for by name
+    monkeypatch.setattr(models, "llamacpp_available", lambda: False)
+    assert models.resolve_runtime("auto", True, cpu) == "torch"  # not installed: float32, still working
+
+
+@pytest.fixture(scope="module")
+def auto_target():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
+    from gumiho.models import load_target
+    return load_target(runtime="auto")
+
+
+def test_auto_runs_the_embedded_gguf_in_llamacpp_with_its_own_tree(auto_target):
+    assert auto_target.runtime_name == "llama.cpp" and auto_target.runtime_auto
+    chain = TreeSettings.for_target(auto_target)
+    assert (chain.total_tokens, chain.depth) == (1, 1)
+    view = auto_target.torch_view()
+    assert view.runtime_name == "torch" and view.model is auto_target.model and view is auto_target.torch_view()
+    assert TreeSettings.for_target(view) == TreeSettings.for_device("cpu")
+
+
+def test_auto_hands_an_inner_layer_drafter_to_the_torch_view(auto_target):
+    """The eagle3 drafter reads three inner layers: on an auto target it runs on the
+    float32 view and gives that view's vanilla tokens; asked for by name, llama.cpp
+    refuses it (test above)."""
+    from gumiho.models import load_drafter, shipped_drafter_path
+    from gumiho.proposers import as_proposer
+
+    drafter = load_drafter(shipped_drafter_path("eagle3"), auto_target)
+    assert auto_target.for_proposer(as_proposer(drafter)) is auto_target.torch_view()
+    assert auto_target.for_proposer(as_proposer(None)) is auto_target
+    s = GenerationSettings(max_new_tokens=24)
+    got = generate(auto_target, PROMPTS[2], drafter, settings=s).tokens
+    assert got == generate(auto_target.torch_view(), PROMPTS[2], settings=s).tokens

@@ -188,8 +188,9 @@ def fake_streams(machine, vanilla_fails_at=None):
     return fake
 
 
-FAKE_TARGET = SimpleNamespace(name="fake", context_length=4096, tokenizer=Bytes(),
+FAKE_TARGET = SimpleNamespace(name="fake", context_length=4096, tokenizer=Bytes(), runtime_name="torch",
                               encode=lambda prompt: list(prompt.encode("utf-8")))
+
 class _FakeDrafter(Proposer):
     """Names the heads of a gumiho drafter with 2 serial positions out of 3; never drafts
     (the fake stream below stands in for decoding)."""

@@ -23,15 +23,18 @@ def add_api(hub: ModelHub) -> list:
                        seed: int = 0, tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.top_k,
                        tree_nodes: int = DEVICE_TREE.total_tokens, drafter: str = "gumiho", target: str = "",
                        drafter_path: str = "", tree_cost_aware: bool = DEVICE_TREE.cost_aware,
-                       copy_from_context: bool = COPY_DEFAULT) -> dict:
+                       copy_from_context: bool = COPY_DEFAULT, target_weights: str = "") -> dict:
         """Run vanilla and Gumiho decoding of one prompt, timed in alternation (each on its own clock: the
         sum of its own steps), and return both texts with their statistics (tau, tokens/s, target forwards,
         wall time) and the speedup; for Gumiho also acceptance by draft position (unconditional,
         conditional, and the part copied from the context). With tree_cost_aware, tree_nodes is the
         most drafted tokens a step verifies. With copy_from_context, the copy proposer drafts beside the drafter (tokens that
-        followed the same words earlier in the prompt or the answer)."""
+        followed the same words earlier in the prompt or the answer). target_weights: "as stored" runs the default
+        model's 4-bit file in llama.cpp, "float32" its dequantised weights in PyTorch, "" the server's default;
+        the answer's runtime says which ran."""
         return await api_race(hub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k,
-                              tree_nodes, drafter, target, drafter_path, tree_cost_aware, copy_from_context)
+                              tree_nodes, drafter, target, drafter_path, tree_cost_aware, copy_from_context,
+                              target_weights)
 
     # No concurrency limit of Gradio's: the model thread is the queue, and it refuses
     # work beyond its bound with "The server is busy" (app/tabs/shared.py says why).
@@ -41,14 +44,14 @@ def add_api(hub: ModelHub) -> list:
 
 
 async def api_race(hub: ModelHub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,
-                   drafter, target, drafter_path, tree_cost_aware, copy_from_context=None) -> dict:
+                   drafter, target, drafter_path, tree_cost_aware, copy_from_context=None, target_weights=None) -> dict:
     """The /race endpoint's work. Async so that a client's cancel reaches it (an
     asyncio cancellation at the await), and with it the model thread: the job leaves
     its queue, or the running generation stops at its next step."""
     try:
         req = parse_request(prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,
                             drafter, target, drafter_path, cost_aware=tree_cost_aware, access=hub.access,
-                            copy=copy_from_context)
+                            copy=copy_from_context, weights=target_weights)
         if not req.target_id:
             await until_ready(hub)
         stop = threading.Event()

@@ -12,14 +12,17 @@ from dataclasses import dataclass
 from typing import Optional
 
 import gradio as gr
+import torch
 
 from gumiho import CopySettings
+from gumiho.errors import GumihoError
+from gumiho.models import pick_runtime, resolve_runtime
 
-from .. import figures
+from .. import figures, gpu
 from ..access import Access
 from ..hub import ModelHub
 from ..inputs import COPY_DEFAULT, DEVICE_TREE, MAX_NEW_TOKENS, MAX_TREE_DEPTH, MAX_TREE_NODES, MAX_TREE_TOP_K, \
-    PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, parse_request
+    PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, parse_request
 from ..race import RUNS, TIMING_NOTE, Control, Progress, compute_race, in_background, replay_frames, until_ready
 from ..render import render_banner, render_legend, render_result, render_run, render_stats
 from ..tokens import DrafterLayout, RaceResult
@@ -54,6 +57,7 @@ class RaceTab:
     tree_shape: gr.Radio
     drafter: gr.Dropdown
     copy_box: gr.Checkbox
+    weights: gr.Radio
     target_id: gr.Textbox
     drafter_path: gr.Textbox
     status: gr.HTML
@@ -133,6 +137,8 @@ def _settings(hub: ModelHub) -> dict:
                                         "the prompt or the answer, it proposes what followed them "
                                         "there, verified with the drafter's guesses",
                                    elem_id="gm-copy", min_width=240)
+        weights = gr.Radio(weights_choices(), value=weights_choices()[0][1], label="Target weights",
+                           info=WEIGHTS_INFO, elem_id="gm-weights")
         gr.Markdown("On a CPU extra tree nodes cost verify time, by an amount that depends on the CPU; "
                     "sized by cost, each step keeps a drafted token only when its chance of being "
                     "accepted pays for that time, as timed on this machine (once, a few seconds). On a "
@@ -140,7 +146,8 @@ def _settings(hub: ModelHub) -> dict:
                     "With temperature > 0 the two columns sample "
                     "different texts from the same distribution; at 0 they are identical.")
     return dict(max_new=max_new, temperature=temperature, top_p=top_p, seed=seed, depth=depth, top_k=top_k,
-                budget=budget, cost_aware=cost_aware, tree_shape=tree_shape, drafter=drafter, copy_box=copy_box)
+                budget=budget, cost_aware=cost_aware, tree_shape=tree_shape, drafter=drafter, copy_box=copy_box,
+                weights=weights)
 
 
 def _advanced(hub: ModelHub) -> dict:
@@ -199,7 +206,7 @@ def _wire(t: RaceTab, hub: ModelHub, session: Session) -> None:
 def _race_steps(start, t: RaceTab, hub: ModelHub, session: Session) -> None:
     """The run's chain of events, begun by ``start`` (an event's ``click`` or ``then``)."""
     race_inputs = [t.ghosts, t.prompt, t.max_new, t.temperature, t.top_p, t.seed, t.depth, t.top_k, t.budget,
-                   t.drafter, t.target_id, t.drafter_path, t.cost_aware, t.copy_box, t.tree_shape]
+                   t.drafter, t.target_id, t.drafter_path, t.cost_aware, t.copy_box, t.tree_shape, t.weights]
     replay_outputs = [t.v_html, t.g_html, t.v_stats, t.g_stats, t.result_html, t.acc_plot, t.hist_plot,
                       t.speed_plot, t.status]
     (start(bound(start_race, hub), inputs=race_inputs,
@@ -219,6 +226,27 @@ def _race_steps(start, t: RaceTab, hub: ModelHub, session: Session) -> None:
 TREE_SHAPES = [("sized for this machine (the controls below)", SIZED_SHAPE),
                (f"the paper's deep tree ({PAPER_TREE_SETTINGS.total_tokens} + {PAPER_TREE_SETTINGS.full_tree_tokens} "
                 f"nodes, depth {PAPER_TREE_SETTINGS.depth}: every head drafts)", PAPER_SHAPE)]
+
+
+WEIGHTS_INFO = ("The default model only (other models run in PyTorch). As stored, its 4-bit file runs in "
+                "llama.cpp: every method is faster there, but on a CPU each extra verified token costs about half "
+                "a plain forward, so speculation loses (a race left at the default tree drafts the runtime's own: the drafter's first "
+                "guess alone, the least slow). float32 runs slower, with verify costs like a GPU's, "
+                "where speculation pays. Drafters that read inner layers (EAGLE-3) run in float32.")
+
+
+def weights_choices() -> list[tuple[str, str]]:
+    """The runtimes this server can race the default model on, its default first: the
+    one the hub's default load picks (load_target's runtime rule, GUMIHO_RUNTIME
+    included), so "as stored" is offered only where that load runs the file in llama.cpp."""
+    float32 = ("float32, dequantised (PyTorch)", WEIGHTS_FLOAT32)
+    try:
+        runtime = resolve_runtime(pick_runtime(None), True, torch.device(gpu.model_device()))
+    except GumihoError:  # an unknown GUMIHO_RUNTIME: the hub's load reports it in the banner
+        runtime = "torch"
+    if runtime == "llama.cpp":
+        return [("4-bit, as the file stores them (llama.cpp)", WEIGHTS_AS_STORED), float32]
+    return [float32]
 
 
 def paper_tree_note() -> str:
@@ -255,7 +283,8 @@ def advanced_note(access: Access) -> str:
 
 
 def start_race(hub: ModelHub, show_rejected, prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v,
-               budget_v, kind_v, target_v, drafter_path_v, cost_aware_v=None, copy_v=None, shape_v=None):
+               budget_v, kind_v, target_v, drafter_path_v, cost_aware_v=None, copy_v=None, shape_v=None,
+               weights_v=None):
     """Checks the request (and is the only step that reads the controls: should
     the web framework's own check of a control fail here, nothing has been
     disabled yet, so the page stays usable). A bad request ends the run here
@@ -265,7 +294,7 @@ def start_race(hub: ModelHub, show_rejected, prompt_v, max_new_v, temp_v, top_p_
     try:
         req = parse_request(prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v, kind_v,
                             target_v, drafter_path_v, cost_aware=cost_aware_v, access=hub.access, copy=copy_v,
-                            shape=shape_v)
+                            shape=shape_v, weights=weights_v)
     except Exception as e:
         return ("", None, gr.Button(interactive=False), gr.Button(interactive=False), gr.skip(), fail(e)) + \
             (gr.skip(),) * 5

@@ -16,7 +16,7 @@ import torch
 
 from ..errors import GumihoError
 from ..models import DEFAULT_TARGET_LABEL, DRAFTER_DTYPES, load_target
-from ..proposers import CopySettings
+from ..proposers import CopySettings, as_proposer
 from ..tree import TreeSettings
 from .methods import DRAFTER_FLAGS, HF_LOOKUP_TOKENS, METHODS, is_default_target, registry_lookup, resolve_drafters
 from .prompts import load_prompts
@@ -89,9 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto (default): the target's on a GPU; on a CPU bf16 where it has bf16 matrix "
                         "instructions (AVX512-BF16, AMX), else fp32. Never changes the output")
     p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--runtime", default=None, choices=("torch", "llama.cpp"),
-                   help="torch (default: float32, any model) or llama.cpp (the embedded GGUF as stored; "
-                        "requirements-llamacpp.txt)")
+    p.add_argument("--runtime", default=None, choices=("auto", "torch", "llama.cpp"),
+                   help="auto (default, or GUMIHO_RUNTIME): llama.cpp for the embedded GGUF on a CPU when "
+                        "llama-cpp-python is installed, else torch; torch: float32, any model; llama.cpp: the "
+                        "embedded GGUF as stored")
     g = p.add_argument_group("draft tree (default: sized for the device)")
     g.add_argument("--total-tokens", type=_positive_int,
                    help="drafted nodes per step (with a cost-aware tree: the most per step)")
@@ -144,9 +145,32 @@ def parse_methods(text: str) -> list[str]:
     return out
 
 
-def tree_from_args(args, device, base: Optional[TreeSettings] = None) -> TreeSettings:
-    """The tree flags on top of ``base`` (a registry pair's settings) or the device's defaults."""
-    tree = copy.copy(base) if base is not None else TreeSettings.for_device(device)
+def one_runtime_for(target, drafters: dict, warn):
+    """The target every method runs on: speedups compare methods on one runtime, so
+    when a method's drafter needs the torch view of an auto-picked llama.cpp target
+    (Target.for_proposer), all of them run there, and the record says so."""
+    def moves(d) -> bool:
+        try:
+            proposer = as_proposer(d)
+        except GumihoError:  # not a proposer (transformers' own generate): runs the torch model itself
+            return False
+        return target.for_proposer(proposer) is not target
+
+    moved = [m for m, d in drafters.items() if d is not None and moves(d)]
+    if not moved:
+        return target
+    warn(f"{', '.join(moved)} read(s) the target's inner layers, which llama.cpp does not hand out: every method "
+         f"runs on the torch runtime (float32) in this run.")
+    return target.torch_view()
+
+
+def tree_from_args(args, device, base: Optional[TreeSettings] = None, target=None) -> TreeSettings:
+    """The tree flags on top of ``base`` (a registry pair's settings) or the defaults
+    of the ``target``'s runtime (TreeSettings.for_target), or of the device."""
+    if base is not None:
+        tree = copy.copy(base)
+    else:
+        tree = TreeSettings.for_target(target) if target is not None else TreeSettings.for_device(device)
     for name in ("total_tokens", "depth", "top_k", "mlp_top_k", "mlp_keep", "full_tree_tokens"):
         v = getattr(args, name)
         if v is not None:
@@ -210,9 +234,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         drafters, labels = resolve_drafters(target, methods, drafter_paths, is_default_target(model_arg),
                                             args.seed, warn, args.drafter_dtype, copy_overrides,
                                             args.hf_lookup_tokens)
+        target = one_runtime_for(target, drafters, warn)
         settings = BenchSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                  top_p=args.top_p, top_k=args.sample_top_k, seed=args.seed, warmup=args.warmup,
-                                 tree=tree_from_args(args, target.device, pair_tree),
+                                 tree=tree_from_args(args, target.device, pair_tree, target),
                                  progress=not args.no_progress)
         record = run_benchmark(target, drafters, prompts, settings, log=log)
     except GumihoError as e:

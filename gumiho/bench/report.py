@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -267,7 +268,9 @@ def engines_section(path: Path) -> list[str]:
     lines = ["## Engine peers: this engine beside vLLM and transformers", "",
              f"{rec['prompts']} prompts of {rec['prompts_file']}, {rec['max_new_tokens']} new tokens, greedy, "
              f"{rec.get('cpu') or 'CPU'}; one engine at a time, each given both cores ({rec['settings']['engine']}; "
-             f"vLLM: {rec['settings']['vllm']}). Batch 1 is one prompt per call, as a single user sends them; "
+             + (f"on the llama.cpp runtime, {rec['settings']['engine, llama.cpp runtime']}; "
+                if "engine, llama.cpp runtime" in rec["settings"] else "")
+             + f"vLLM: {rec['settings']['vllm']}). Batch 1 is one prompt per call, as a single user sends them; "
              "vLLM's larger batches repeat the prompts to fill each call.", "", format_rows(rows), ""]
     words = [f"At batch 1 the fastest configuration is {best['engine']} {best['method']} "
              f"({best['tokens_per_s']:.1f} tokens/s)."]
@@ -290,12 +293,22 @@ def engines_section(path: Path) -> list[str]:
                          f"({first['tokens_per_s']:.1f} tokens/s over the batch, "
                          f"{first['tokens_per_s'] / ours['tokens_per_s']:.1f}x Gumiho with copying at batch 1).")
             if not others:
-                words.append(f"So: for one user at a time on a CPU, this engine (with copying in float32, or "
-                             f"vanilla on the llama.cpp runtime for raw speed); once about "
+                words.append(f"So: for one user at a time on a CPU, this engine (vanilla on the llama.cpp runtime, "
+                             f"its default there, for raw speed; Gumiho with copying in float32 to see drafting "
+                             f"pay); once about "
                              f"{first['batch']} requests arrive together, a serving engine, where batching pays "
                              f"more than drafting does.")
     lines += [" ".join(words), ""]
     return lines
+
+
+def _fastest_row(text: str) -> str:
+    """Which row of a research/runtime_trees.py output decodes fastest, in words."""
+    rows = re.findall(r"^(\S.*?)\s+([\d.]+) tokens/s", text, flags=re.M)
+    if not rows:
+        return "no rows"
+    name, rate = max(rows, key=lambda r: float(r[1]))
+    return f"fastest: {name.strip()}, {rate} tokens/s"
 
 
 def asstored_section(folder: Path, engines: Optional[Path]) -> list[str]:
@@ -311,7 +324,8 @@ def asstored_section(folder: Path, engines: Optional[Path]) -> list[str]:
                       f"2.5x) and {ratios['runtime_vanilla_over_llamacpp']:.2f}x llama.cpp with llama-cpp-python's "
                       f"defaults (target: within 2x); Gumiho with copying on it is "
                       f"{ratios['runtime_gumiho_copy_over_runtime_vanilla']:.2f}x the runtime's vanilla (target: a "
-                      f"speedup; not met).", ""]
+                      f"speedup; {'met' if ratios['runtime_gumiho_copy_over_runtime_vanilla'] > 1 else 'not met'}).",
+                      ""]
     for path in sorted(folder.glob("*.json")):
         rec = json.loads(path.read_text())
         if "exactness" in rec:
@@ -338,6 +352,11 @@ def asstored_section(folder: Path, engines: Optional[Path]) -> list[str]:
                               + ")" for name, v in m.items())
             lines += [f"`{path}` (`python -m gumiho.bench --runtime {rec.get('runtime')}`, {rec['prompts']} prompts, "
                       f"the cost-aware tree): {words}.", ""]
+    for path in sorted(folder.glob("runtime_trees-*.txt")):
+        text = path.read_text().strip()
+        lines += [f"`{path}` (`python research/runtime_trees.py --runtime "
+                  f"{path.stem.removeprefix('runtime_trees-')}`: which tree each runtime wants; "
+                  f"{_fastest_row(text)}):", "", "```", *text.splitlines(), "```", ""]
     lines += ["How it verifies a tree, why it is exact against itself and what it does not run: "
               "[docs/llamacpp.md](docs/llamacpp.md).", ""]
     return lines

@@ -139,7 +139,7 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
         names.remove("vanilla")
         names.insert(0, "vanilla")
     spec_names = [n for n in names if drafters[n] is not None]
-    tree = (settings.tree or TreeSettings.for_device(target.device)).validate()
+    tree = (settings.tree or TreeSettings.for_target(target)).validate()
 
     def gen_settings(i: int, max_new: int) -> GenerationSettings:
         # The same seed for every method on a prompt (sampling runs are then comparable).

@@ -44,7 +44,7 @@ def export(args) -> str:
         raise GumihoError("No eagle3 drafter is shipped in this copy (assets/drafters/smollm2-135m-eagle3).")
     if os.path.isdir(args.out) and os.listdir(args.out) and not args.force:
         raise GumihoError(f"{args.out!r} exists and is not empty; give another folder, or --force to write into it.")
-    target = load_target(args.model, device="cpu", dtype="float32")
+    target = load_target(args.model, device="cpu", dtype="float32", runtime="torch")
     drafter = load_drafter(src, target, dtype="fp32").to(DTYPES[args.dtype])
     files = write_eagle3(drafter, args.out, target.config, layout=args.layout,
                          num_speculative_tokens=args.num_speculative_tokens)

@@ -57,7 +57,7 @@ def run(args) -> int:
     from ..models import load_target
 
     folder = check_out_folder(args.out, args.force)  # before the slow load: a wrong OUT fails at once
-    target = load_target(args.model, device="cpu", dtype="float32")
+    target = load_target(args.model, device="cpu", dtype="float32", runtime="torch")
     done = export_target(target, folder, dtype=args.dtype, force=args.force)
     print(f"Wrote {target.name} to {done.folder}: {done.architecture}, {done.tensors} tensors in {done.dtype} "
           f"({done.bytes / 1e6:.0f} MB), in {done.seconds:.1f} s.")

@@ -147,7 +147,7 @@ def main(argv=None) -> int:
         # Under torchrun / accelerate launch every process runs this; one speaks.
         speak = launched_processes()[0] == 0
         started = time.time()
-        target = load_target(args.model, device="cpu", dtype="float32")
+        target = load_target(args.model, device="cpu", dtype="float32", runtime="torch")
         if speak:
             print(f"target {target.name} loaded in {time.time() - started:.1f} s", flush=True)
         cfg = TrainConfig(

@@ -72,7 +72,7 @@ def main(argv=None) -> int:
                     help="score with a larger draft vocabulary: the drafter's own tokens, then the lowest token ids "
                          "not among them (BPE merge order, roughly frequency), up to this many (0: all)")
     args = ap.parse_args(argv)
-    target = load_target()
+    target = load_target(runtime="torch")
     if args.prompts:
         seqs = benchmark_sequences(target, args.prompts, args.limit, args.max_new_tokens)
         answer_tokens = sum(int(s.loss_mask.sum()) for s in seqs)

@@ -97,7 +97,7 @@ def main(argv=None) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
         layers = parse_feature_layers(args.layers)
-        target = load_target(args.model, device="cpu", dtype="float32")
+        target = load_target(args.model, device="cpu", dtype="float32", runtime="torch")
         n_layers = target.config.get_text_config().num_hidden_layers
         if layers == "default":
             layers = default_feature_layers(n_layers)

@@ -565,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # On a CPU load_target pre-packs the weights (gumiho.cpulinear): batched
         # greedy generation and the hidden-state forwards run about twice as fast.
-        target = load_target(args.model, device=args.device, dtype="float32")
+        target = load_target(args.model, device=args.device, dtype="float32", runtime="torch")
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     try:
         # The paragraphs first: a missing wiki wheel is reported before the model is loaded for nothing.
         convs = conversations(args.limit, args.seed, args.skip)
-        target = load_target(args.model, device="cpu", dtype="float32")
+        target = load_target(args.model, device="cpu", dtype="float32", runtime="torch")
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

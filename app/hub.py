@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 import torch
 
-from gumiho import (Drafter, DrafterConfig, GenerationSettings, GumihoError, Target, TreeSettings, load_drafter,
+from gumiho import (Drafter, DrafterConfig, GenerationSettings, GumihoError, Target, load_drafter,
                     load_target, shipped_drafter_path, stream, with_copy)
 from gumiho.llamacpp import available as llamacpp_available
 from gumiho.models import DEFAULT_TARGET_LABEL, drafter_dtype, is_model_folder, looks_like_path, no_model_folder
@@ -296,15 +296,15 @@ class ModelHub:
 
     @staticmethod
     def _warm(target: Target, drafter: Drafter):
-        """One short vanilla and one short speculative generation with the device's
-        tree (the race's default), on each runtime the page can race (the model's own
-        and its float32 view), so the first timed race does not pay for first-call
+        """One short vanilla and one short speculative generation on each runtime the
+        page can race (the model's own and its float32 view), each with that runtime's
+        tree (the race's default: TreeSettings.for_target, which the library picks when
+        no tree is given), so the first timed race does not pay for first-call
         allocations."""
         ids = target.encode("Hello!")
-        tree = TreeSettings.for_device(target.device)
         for view in [target] + ([target.torch_view()] if target.runtime is not None else []):
             for d in (None, drafter):
-                for _ in stream(view, ids, d, GenerationSettings(max_new_tokens=3, tree=tree)):
+                for _ in stream(view, ids, d, GenerationSettings(max_new_tokens=3)):
                     pass
 
     def wait_ready(self, timeout: Optional[float] = None) -> bool:

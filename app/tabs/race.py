@@ -137,7 +137,8 @@ def _settings(hub: ModelHub) -> dict:
                                         "the prompt or the answer, it proposes what followed them "
                                         "there, verified with the drafter's guesses",
                                    elem_id="gm-copy", min_width=240)
-        weights = gr.Radio(weights_choices(), value=weights_choices()[0][1], label="Target weights",
+        choices = weights_choices()
+        weights = gr.Radio(choices, value=choices[0][1], label="Target weights",
                            info=WEIGHTS_INFO, elem_id="gm-weights")
         gr.Markdown("On a CPU extra tree nodes cost verify time, by an amount that depends on the CPU; "
                     "sized by cost, each step keeps a drafted token only when its chance of being "

@@ -8,11 +8,12 @@ import argparse
 import sys
 
 from ..errors import GumihoError
-from . import eagle3, target
+from . import eagle3, gumiho, target
 
 SUBCOMMANDS = {
     "target": (target.add_arguments, target.run),
     "eagle3": (eagle3.add_arguments, eagle3.run),
+    "gumiho": (gumiho.add_arguments, gumiho.run),
 }
 
 

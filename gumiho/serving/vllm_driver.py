@@ -11,6 +11,10 @@ included where decoding stopped on it), "finish_reasons", "load_seconds",
 "decode_seconds", "metrics": {name: value}, "spec_decode": {name: value} (with a
 speculative config)}.
 
+With ``"runs": [{"prompts": [[ids...], ...], "batch_size": N}, ...]`` in IN.json, one
+engine start decodes each run in turn (after the warm-up), and OUT.json gets ``"runs"``:
+per run its tokens, call_seconds, metrics and spec_decode, each run's counters its own.
+
 vLLM spawns its engine and worker processes, which import this file again: all the
 work is under ``if __name__ == "__main__":``.
 """
@@ -115,10 +119,26 @@ def minus(after: dict, before: dict) -> dict:
     return out
 
 
+def decode_runs(llm, runs, max_tokens, speculative: bool) -> list:
+    """Each run of the request decoded in turn, with the counters it added."""
+    out = []
+    for run in runs:
+        before = metric_values(llm.get_metrics())
+        tokens, reasons, seconds = decode_in_groups(llm, run["prompts"], max_tokens, run["batch_size"])
+        metrics = minus(metric_values(llm.get_metrics()), before)
+        result = {"batch_size": run["batch_size"], "tokens": tokens, "finish_reasons": reasons,
+                  "call_seconds": seconds, "metrics": metrics}
+        if speculative:
+            result["spec_decode"] = {k: v for k, v in metrics.items() if k.startswith("vllm:spec_decode")}
+        out.append(result)
+    return out
+
+
 def main(argv=None):
     args = parse_arguments(argv)
     with open(args.request) as f:
-        prompts = json.load(f)["prompts"]
+        request = json.load(f)
+    prompts = request["prompts"]
     started = time.perf_counter()
     llm = load_engine(args)
     loaded = time.perf_counter()
@@ -126,6 +146,12 @@ def main(argv=None):
     if args.warmup:
         decode(llm, prompts[:1], args.max_tokens)
         before = metric_values(llm.get_metrics())
+    if request.get("runs"):
+        result = {"runs": decode_runs(llm, request["runs"], args.max_tokens, bool(args.speculative_config)),
+                  "dtype": str(llm.llm_engine.model_config.dtype), "load_seconds": round(loaded - started, 2)}
+        with open(args.out, "w") as f:
+            json.dump(result, f)
+        return
     timed = time.perf_counter()
     tokens, reasons, seconds = decode_in_groups(llm, prompts, args.max_tokens, args.batch_size)
     decoded = time.perf_counter()

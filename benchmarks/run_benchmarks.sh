@@ -21,7 +21,7 @@ done
 [[ -f benchmarks/engines/mt_bench.json ]] || "$PY" -m gumiho.bench.engines --prompts benchmarks/prompts/mt_bench.jsonl \
   --limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench.json
 # vLLM serving the target alone, with the shipped eagle3 drafter and with the shipped gumiho drafter
-# (the vllm-gumiho plugin), at batch 1, 8 and 32: one vLLM start per method.
+# (the vllm-gumiho plugin), at batch 1, 8 and 32: one server per method, requests interleaved.
 [[ -f benchmarks/engines/mt_bench_vllm.json ]] || "$PY" -m gumiho.bench.engines --vllm-only \
   --prompts benchmarks/prompts/mt_bench.jsonl --limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench_vllm.json
 # The GGUF as stored (the llama.cpp runtime, the default on a CPU): exactness against float32, verify

@@ -176,6 +176,26 @@ def vllm_command(python: Path, model: str, name: str, args, spec: Optional[dict]
     return command
 
 
+def start_vllm(python: Path, model: str, name: str, spec: Optional[dict], port: int, host: str = "127.0.0.1",
+               dtype: str = "float32", max_model_len: int = 2048, kv_cache_gib: Optional[int] = None,
+               compiled: bool = False, log_path=None, extra_env: Optional[dict] = None) -> subprocess.Popen:
+    """vLLM's OpenAI-compatible server in a session of its own (so that Ctrl-C reaches the
+    caller, which stops vLLM's whole process group with :func:`stop`), its output to
+    ``log_path`` (None: this terminal)."""
+    from .serving.vllm_env import KV_CACHE_GIB, engine_environment
+
+    args = argparse.Namespace(host=host, port=port, dtype=dtype, max_model_len=max_model_len, compile=compiled)
+    env = engine_environment(max(kv_cache_gib or KV_CACHE_GIB, KV_CACHE_GIB))
+    env.update(extra_env or {})
+    out = open(log_path, "a") if log_path else None
+    try:
+        return subprocess.Popen(vllm_command(python, model, name, args, spec), env=env, stdout=out,
+                                stderr=subprocess.STDOUT if out else None, start_new_session=True)
+    finally:
+        if out:
+            out.close()  # the child holds its own copy
+
+
 def wait_until_serving(process: subprocess.Popen, url: str, timeout: float) -> bool:
     """True once the server answers /health; False when vLLM exited first."""
     deadline = time.monotonic() + timeout
@@ -212,7 +232,7 @@ def _interrupt(signum, frame):
 
 
 def serve(args, log: Callable[[str], None]) -> int:
-    from .serving.vllm_env import KV_CACHE_GIB, engine_environment, ensure_env, failure_cause
+    from .serving.vllm_env import ensure_env, failure_cause
 
     python = ensure_env(log=log)
     model, name = prepare_target(args.target, log)
@@ -220,15 +240,11 @@ def serve(args, log: Callable[[str], None]) -> int:
     if args.drafter.strip().lower() != "none":
         folder, kind = prepare_drafter(args.drafter, args.target, log)
         spec = speculative_config(folder, kind, args.num_speculative_tokens)
-    command = vllm_command(python, model, args.served_model_name or name, args, spec)
-    env = engine_environment(max(args.kv_cache_gib, KV_CACHE_GIB))
-    out = open(args.log, "a") if args.log else None
     what = ("no drafter" if spec is None else
             f"{spec['method']} drafter, {spec['num_speculative_tokens']} tokens per draft")
     log(f"starting vLLM ({what}) ...")
-    # Its own session: Ctrl-C reaches this process only, which then stops vLLM's whole group.
-    process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
-                               start_new_session=True)
+    process = start_vllm(python, model, args.served_model_name or name, spec, args.port, args.host, args.dtype,
+                         args.max_model_len, args.kv_cache_gib, args.compile, args.log)
     # Ctrl-C, and a service manager's SIGTERM: the same clean stop. Set explicitly: a
     # process started in the background by a shell inherits SIGINT ignored.
     signal.signal(signal.SIGINT, _interrupt)
@@ -252,9 +268,6 @@ def serve(args, log: Callable[[str], None]) -> int:
         stop(process, log)
         log("stopped.")
         return 0
-    finally:
-        if out:
-            out.close()
 
 
 def main(argv=None) -> int:

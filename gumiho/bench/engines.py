@@ -22,8 +22,14 @@ runs it (llama-cpp-python's ``Llama.generate``, greedy, the same file, prompt id
 threads; its cache reset before each prompt), checked token for token against the
 runtime's vanilla: the same kernels.
 
-Then vLLM vanilla at the batch sizes of ``--batch-sizes`` (the prompts repeated to fill
-each batch, one generate call per batch): throughput, where a serving engine should win.
+Then vLLM vanilla, eagle3 and gumiho (the shipped gumiho drafter through the
+vllm-gumiho plugin, 4 tokens per draft) at the batch sizes of ``--batch-sizes`` (the
+prompts repeated to fill each batch, one generate call per batch): throughput, where a
+serving engine should win.
+
+``--vllm-only``: vLLM's vanilla, eagle3 and gumiho rows alone, measured as a service
+runs them: one OpenAI-compatible server per method, the same requests sent to each in
+turn (gumiho.bench.served), so that other work on the machine slows all three alike.
 
 Threads: both cores to every engine, one after another: torch's threads for this
 engine and transformers (``--threads``, default 2); ``VLLM_CPU_OMP_THREADS_BIND=0-1``
@@ -172,6 +178,18 @@ def vllm_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Pat
     return rows
 
 
+def vllm_served_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Path, log) -> list[dict]:
+    """vLLM vanilla, eagle3 and gumiho at batch 1 and ``batch_sizes``, interleaved: one
+    server per method, the same requests sent to each in turn (gumiho.bench.served)."""
+    from ..export.target import export_target
+    from ..serving.vllm_env import ensure_env
+    from .served import default_configs, served_rows
+
+    python = ensure_env(log=log)
+    export_target(target, work / "target", force=True)
+    return served_rows(python, work / "target", default_configs(target, work), ids, max_new, batch_sizes, work, log)
+
+
 def _vllm_row(name: str, batch: int, out: dict, same: Optional[bool]) -> dict:
     n = sum(len(t) for t in out["tokens"])
     seconds = sum(out["call_seconds"])
@@ -232,7 +250,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-vllm", action="store_true", help="leave vLLM out")
     ap.add_argument("--no-llamacpp", action="store_true", help="leave llama.cpp (the GGUF as stored) out")
     ap.add_argument("--vllm-only", action="store_true",
-                    help="vLLM's rows only (vanilla, n-gram, eagle3, gumiho): this engine and llama.cpp left out")
+                    help="vLLM's rows only: vanilla, eagle3 and gumiho, one server each, their requests interleaved "
+                         "(gumiho.bench.served); this engine, llama.cpp and n-gram left out")
     ap.add_argument("--note", default=None,
                     help="a sentence kept with the record and shown by the report (e.g. what else ran on the machine)")
     ap.add_argument("--out", default=None, metavar="FILE.json")
@@ -257,13 +276,17 @@ def main(argv=None) -> int:
         if not args.no_vllm:
             sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
             with tempfile.TemporaryDirectory(prefix="gumiho-engines-") as work:
-                rows += vllm_rows(target, ids, args.max_new_tokens, sizes, Path(work), log)
+                if args.vllm_only:
+                    rows += vllm_served_rows(target, ids, args.max_new_tokens, sizes, Path(work), log)
+                else:
+                    rows += vllm_rows(target, ids, args.max_new_tokens, sizes, Path(work), log)
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     rows = add_ratios(rows)
     settings = {"vllm": "vllm-cpu 0.32.0, float32, eager, VLLM_CPU_OMP_THREADS_BIND=0-1, "
-                        "VLLM_CPU_NUM_OF_RESERVED_CPU=0",
+                        "VLLM_CPU_NUM_OF_RESERVED_CPU=0" + (", OpenAI-compatible servers, OMP_WAIT_POLICY=PASSIVE, "
+                                                           "requests interleaved" if args.vllm_only else ""),
                 "vllm drafters": f"eagle3: 3 tokens per draft (vLLM's eagle3 method); gumiho: {GUMIHO_K} tokens per "
                                  f"draft (vllm-gumiho plugin, eagle method)"}
     if not args.vllm_only:

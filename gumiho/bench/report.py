@@ -315,9 +315,10 @@ def serving_section(path: Path) -> list[str]:
     lines = ["## Serving with vLLM: no drafter, the eagle3 drafter, the Gumiho drafter", "",
              f"{rec['prompts']} prompts of {rec['prompts_file']}, {rec['max_new_tokens']} new tokens, greedy, "
              f"{rec.get('cpu') or 'CPU'}; vLLM: {rec['settings']['vllm']}; drafters: "
-             f"{rec['settings'].get('vllm drafters', '-')}. One vLLM start per method serves every batch size in "
-             "turn after a warm-up; batch 1 is one prompt per call, a batch of B one call of B requests (the prompts "
-             "repeated). Ratios are to vLLM vanilla at the same batch size, in the same run."
+             f"{rec['settings'].get('vllm drafters', '-')}. One OpenAI-compatible vLLM server per method, all "
+             "started first; the same greedy requests sent to each in turn after a warm-up (gumiho.bench.served): "
+             "batch 1 is one prompt per request, a batch of B is B requests at once (the prompts repeated). Ratios "
+             "are to vLLM vanilla at the same batch size, in the same run."
              + (f" {rec['note']}" if rec.get("note") else ""), "",
              "| method | batch | tokens/s | vs vanilla, same batch | same tokens as vanilla | accepted per draft "
              "| accepted at positions 1.. (share of drafts) |", "|---|---|---|---|---|---|---|"]
@@ -341,7 +342,7 @@ def serving_section(path: Path) -> list[str]:
     if words:
         lines += ["", "In this run, " + "; ".join(words) + "."]
     lines += ["", "Reproduce: `python -m gumiho.bench.engines --vllm-only --prompts benchmarks/prompts/mt_bench.jsonl "
-              "--limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench_vllm.json`, alone on the machine. "
+              "--limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench_vllm.json`. "
               "How to serve a drafter: [docs/serving.md](docs/serving.md).", ""]
     return lines
 

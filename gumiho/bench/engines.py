@@ -57,9 +57,9 @@ from .methods import resolve_drafters
 from .prompts import load_prompts, prompt_ids
 from .records import save
 from .runner import BenchSettings, run_benchmark
+from .served import GUMIHO_K
 
 ENGINE_METHODS = ["vanilla", "gumiho", "gumiho+copy", "eagle3", "hf"]
-NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 3}
 
 
 def engine_rows(target, prompts, max_new: int, log) -> tuple[list[dict], dict]:
@@ -128,30 +128,6 @@ def _llama_greedy(llm, prompt_ids: list[int], max_new: int, eos: set) -> list[in
     return out
 
 
-GUMIHO_K = 4  # tokens per draft of the gumiho drafter in vLLM: 2 serial positions, then 2 MLP heads
-
-
-def vllm_configs(target, work: Path) -> list[tuple]:
-    """(name, speculative config, batched too) of each vLLM row: vanilla, n-gram (batch 1
-    only), and the shipped eagle3 and gumiho drafters as their exports write them."""
-    from ..export.gumiho import write_gumiho
-    from ..formats.eagle3 import write_eagle3
-    from ..models import load_drafter, shipped_drafter_path
-
-    configs = [("vanilla", None, True), ("n-gram", NGRAM, False)]
-    shipped = shipped_drafter_path("eagle3")
-    if shipped:
-        write_eagle3(load_drafter(shipped, target, dtype="fp32"), str(work / "eagle3"), target.config)
-        configs.append(("eagle3", {"method": "eagle3", "model": str(work / "eagle3"), "num_speculative_tokens": 3},
-                        True))
-    shipped = shipped_drafter_path("gumiho")
-    if shipped:
-        write_gumiho(load_drafter(shipped, target, dtype="fp32"), str(work / "gumiho"), target.config)
-        configs.append(("gumiho", {"method": "eagle", "model": str(work / "gumiho"),
-                                   "num_speculative_tokens": GUMIHO_K}, True))
-    return configs
-
-
 def vllm_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Path, log) -> list[dict]:
     """vLLM's rows: vanilla, n-gram, EAGLE-3 (the shipped eagle3 drafter) and Gumiho (the
     shipped gumiho drafter through the vllm-gumiho plugin) at batch 1, and all but n-gram
@@ -160,6 +136,7 @@ def vllm_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Pat
     requests. Every row's tokens are checked against vanilla's at the same batch size."""
     from ..export.target import export_target
     from ..serving.vllm_env import ensure_env, run_vllm
+    from .served import vllm_configs
 
     python = ensure_env(log=log)
     model_dir = work / "target"

@@ -27,6 +27,31 @@ from typing import Callable, Optional
 
 from ..errors import GumihoError
 
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 3}
+GUMIHO_K = 4  # tokens per draft of the gumiho drafter in vLLM: 2 serial positions, then 2 MLP heads
+
+
+def vllm_configs(target, work: Path) -> list[tuple]:
+    """(name, speculative config, batched too) of each vLLM row: vanilla, n-gram (batch 1
+    only), and the shipped eagle3 and gumiho drafters as their exports write them."""
+    from ..export.gumiho import write_gumiho
+    from ..formats.eagle3 import write_eagle3
+    from ..models import load_drafter, shipped_drafter_path
+
+    configs = [("vanilla", None, True), ("n-gram", NGRAM, False)]
+    shipped = shipped_drafter_path("eagle3")
+    if shipped:
+        write_eagle3(load_drafter(shipped, target, dtype="fp32"), str(work / "eagle3"), target.config)
+        configs.append(("eagle3", {"method": "eagle3", "model": str(work / "eagle3"), "num_speculative_tokens": 3},
+                        True))
+    shipped = shipped_drafter_path("gumiho")
+    if shipped:
+        write_gumiho(load_drafter(shipped, target, dtype="fp32"), str(work / "gumiho"), target.config)
+        configs.append(("gumiho", {"method": "eagle", "model": str(work / "gumiho"),
+                                   "num_speculative_tokens": GUMIHO_K}, True))
+    return configs
+
+
 NAME = "target"
 POSITIONS = 8  # per-position counters read from /metrics (more than any chain here)
 
@@ -150,6 +175,4 @@ def _row(name: str, batch: int, tokens: list, seconds: float, same: bool, spec: 
 
 def default_configs(target, work: Path) -> list[tuple[str, Optional[dict]]]:
     """vanilla, and the shipped eagle3 and gumiho drafters as their exports write them."""
-    from .engines import vllm_configs
-
     return [(name, spec) for name, spec, batched in vllm_configs(target, work) if batched]

@@ -13,14 +13,17 @@ k = 4 deep: 2 serial positions, then 2 MLP heads), greedy, on held-out MT-Bench 
 * A checkpoint in the official amd/Gumiho-* layout (pytorch_model.bin, `mlp.*` heads,
   layer 0 without an input norm, the whole vocabulary) goes through the same export and
   plugin, with the engine's acceptance.
-* Refusals in words: another kind, and a k beyond the drafter's heads.
+* Refusals in words: another kind (export and serve), a k beyond the drafter's heads
+  (serve, and vLLM itself through the plugin), a vLLM version the plugin was not tested
+  with, a machine where vLLM cannot be built; Ctrl-C stops the server.
 
 vLLM's CPU build runs in its own environment (gumiho.serving.vllm_env; the plugin is
 installed there); it gets both cores. Skipped only when the environment is not built and
 the package registry cannot be reached to build it.
 
-Cost on the 2-core machine, with the vLLM environment built: 361 s for the module
-(measured with other work on the machine): five vLLM starts (the server, 85 s with its
+Cost on the 2-core machine, with the vLLM environment built: about 380 s for the module
+(361 s measured with other work on the machine, before the 19 s serial-kind refusal was
+added): five vLLM starts (the server, 85 s with its
 exports; three LLM runs, 40-75 s each, eager; one start that stops at the refused k, 26 s),
 this engine's chains and vanilla runs, and exports of the target and the drafters (mostly
 loading the target, ~15 s each)."""
@@ -342,6 +345,13 @@ def test_the_serve_command_refuses_more_tokens_than_the_drafter_has_heads_for(vl
                   "--num-speculative-tokens", "9", "--port", str(_free_port()))
     assert done.returncode == 2
     assert "at most 7" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_serve_command_refuses_a_kind_vllm_cannot_serve(vllm_python):
+    done = _serve("--drafter", os.path.join(ROOT, "assets", "drafters", "smollm2-135m-serial"),
+                  "--port", str(_free_port()))
+    assert done.returncode == 2
+    assert "'serial' kind, which vLLM cannot serve" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_the_serve_command_says_in_one_message_when_vllm_cannot_be_built(tmp_path):

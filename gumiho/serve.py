@@ -18,7 +18,8 @@ What it does, each step done once and cached:
    stops vLLM and its workers.
 
 Exports live in the cache folder beside the environment (``~/.cache/gumiho/serve``),
-keyed by the source files, so a second start goes straight to step 4.
+keyed by the source files, the target and the exporting code, so a second start goes
+straight to step 4.
 """
 from __future__ import annotations
 
@@ -82,6 +83,16 @@ def _fingerprint(path: str) -> str:
     return digest.hexdigest()[:16]
 
 
+def _code_key(*modules: str) -> str:
+    """A key for the code that writes an export (files of this package): a changed exporter
+    writes a new folder instead of reusing one it may no longer match."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update((here / module).read_bytes())
+    return digest.hexdigest()[:8]
+
+
 def _ready(folder: Path) -> Optional[dict]:
     try:
         return json.loads((folder / READY).read_text())
@@ -110,7 +121,7 @@ def prepare_target(target: Optional[str], log: Callable[[str], None]) -> tuple[s
     from .export.target import export_target
     from .models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL
 
-    folder = cache_dir() / "target-default"
+    folder = cache_dir() / f"target-default-{_code_key('export/target.py')}"
     if _ready(folder) is None:
         log(f"writing the default target as a transformers folder in {folder} (once) ...")
         export_target(_loaded_target(None), folder, force=True)
@@ -124,7 +135,8 @@ def prepare_drafter(drafter: str, target: Optional[str], log: Callable[[str], No
     from .export.gumiho import check_servable, write_gumiho
     from .models import load_drafter
 
-    key = _fingerprint(drafter) + "-" + hashlib.sha256(str(target or "default").encode()).hexdigest()[:8]
+    key = "-".join([_fingerprint(drafter), hashlib.sha256(str(target or "default").encode()).hexdigest()[:8],
+                    _code_key("export/gumiho.py", "formats/eagle3.py")])
     folder = cache_dir() / f"drafter-{key}"
     done = _ready(folder)
     if done is not None:

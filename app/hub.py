@@ -20,13 +20,13 @@ import torch
 
 from gumiho import (Drafter, DrafterConfig, GenerationSettings, GumihoError, Target, load_drafter,
                     load_target, shipped_drafter_path, stream, with_copy)
-from gumiho.llamacpp import available as llamacpp_available
+from gumiho.runtimes.llamacpp import available as llamacpp_available
 from gumiho.models import DEFAULT_TARGET_LABEL, drafter_dtype, is_model_folder, looks_like_path, no_model_folder
 from gumiho.proposers import LearnedProposer
 
 from . import gpu
 from .access import Access, is_default
-from .inputs import DRAFTER_KINDS, DRAFTER_LABELS, MAX_WAITING, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32
+from .inputs import DRAFTER_KINDS, DRAFTER_LABELS, MAX_WAITING, WEIGHTS_AS_STORED
 
 log = logging.getLogger("gumiho.app")
 
@@ -43,27 +43,37 @@ class Resolved:
     trained: bool
     note: str  # shown beside the Gumiho column; "" for a trained drafter
     drafter_label: str
+    # The model as loaded, when the race runs on another view of it (app.race measures
+    # its vanilla decoding after the race, as the fastest way to run the model here).
+    fastest: Optional[Target] = None
 
 
 def runs_on(target: Target, drafter: Drafter, weights: str, label: str) -> Target:
-    """The target view a request runs on. float32: the torch view (free: it shares the
-    model). As stored: the loaded llama.cpp runtime, which must exist and must be able
-    to serve the drafter (llama.cpp hands out no inner-layer states). Neither asked
-    for: the target's own runtime, moved to the torch view for a drafter llama.cpp
-    cannot serve (Target.for_proposer)."""
-    if weights == WEIGHTS_FLOAT32:
+    """The target a request's both sides run on. float32, and the page's default (""):
+    the torch view, free (it shares the model), where a verify over a few tokens costs
+    about one forward and the race shows the whole hybrid drafter at work. As stored:
+    the model as loaded, which must run its file in llama.cpp, and whose runtime must
+    be able to feed the drafter (it says so in words when it cannot)."""
+    if weights != WEIGHTS_AS_STORED:
         return target.torch_view()
-    if weights == WEIGHTS_AS_STORED:
-        if target.runtime is None:
-            why = ("llama-cpp-python is not installed on this server" if not llamacpp_available()
-                   else "only the default model runs as stored")
-            raise GumihoError(f"The 4-bit weights as stored need the llama.cpp runtime, and {why}; choose float32 "
-                              f"weights.")
-        if drafter.cfg.feature_layers:
-            raise GumihoError(f"The {label} drafter reads the target's inner layers, which llama.cpp does not hand "
-                              f"out; choose float32 weights for it.")
-        return target
-    return target.for_proposer(LearnedProposer(drafter))
+    if target.torch_view() is target:  # the load found no other runtime for it
+        why = ("llama-cpp-python is not installed on this server" if not llamacpp_available()
+               else "only the default model runs as stored")
+        raise GumihoError(f"The 4-bit weights as stored need the llama.cpp runtime, and {why}; choose float32 "
+                          f"weights.")
+    try:
+        target.runtime.check_proposer(LearnedProposer(drafter))
+    except GumihoError:
+        raise GumihoError(f"The {label} drafter reads the target's inner layers, which the 4-bit runtime does not "
+                          f"hand out; choose float32 weights for it.") from None
+    return target
+
+
+def fastest_target(target: Target, race_target: Target) -> Optional[Target]:
+    """The model as loaded, when the race runs on another view of it: its runtime is
+    the fastest way to run the model on this machine (vanilla on the 4-bit file), shown
+    beside the race's two lanes."""
+    return target if race_target is not target else None
 
 
 def _random_drafter(target: Target, kind: str) -> Drafter:
@@ -302,7 +312,8 @@ class ModelHub:
         no tree is given), so the first timed race does not pay for first-call
         allocations."""
         ids = target.encode("Hello!")
-        for view in [target] + ([target.torch_view()] if target.runtime is not None else []):
+        views = [target.torch_view()] + ([target] if target.torch_view() is not target else [])
+        for view in views:
             for d in (None, drafter):
                 for _ in stream(view, ids, d, GenerationSettings(max_new_tokens=3)):
                     pass
@@ -407,10 +418,10 @@ class ModelHub:
                 note = RANDOM_NOTICE.format(kind=DRAFTER_LABELS[kind].split(" (")[0])
             else:
                 note = CUSTOM_RANDOM_NOTICE.format(model=target.name)
-            target = runs_on(target, drafter, weights, label)
+            race_target = runs_on(target, drafter, weights, label)
             if copy:
                 drafter, label = with_copy(drafter), f"{label} + copying from the context"
-            return Resolved(target, drafter, trained, note, label)
+            return Resolved(race_target, drafter, trained, note, label, fastest_target(target, race_target))
 
     def _custom_target(self, name: str) -> Target:
         if self._custom is not None and self._custom[0] == name:

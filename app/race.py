@@ -41,7 +41,7 @@ from .gpu import on_gpu
 from .hub import ModelHub
 from .inputs import DEVICE_TREE, Request, check_prompt_length
 from .render import speedup
-from .tokens import RaceResult, record
+from .tokens import FastestRun, RaceResult, record
 
 TIMING_NOTE = ("**How this race is timed:** vanilla and Gumiho never compute at the same moment. They take "
                "turns on this machine, a step at a time, so that both are always at about the same point of the "
@@ -116,7 +116,7 @@ class Progress:
     timed steps and read by the page's thread: plain fields, so that reading them
     costs the race nothing."""
 
-    phase: str = "starting"  # loading, race (both, in alternation), vanilla / gumiho (sequential), done
+    phase: str = "starting"  # loading, race (both, in alternation), vanilla / gumiho (sequential), fastest, done
     max_tokens: int = 0
     vanilla: int = 0  # tokens produced so far
     gumiho: int = 0
@@ -134,6 +134,8 @@ class Progress:
             return f"Timing vanilla decoding alone… {self.vanilla}/{self.max_tokens} tokens"
         if self.phase == "gumiho":
             return f"Timing Gumiho decoding alone… {self.gumiho}/{self.max_tokens} tokens"
+        if self.phase == "fastest":
+            return "Timing vanilla on the model's 4-bit file, the fastest way to run it here…"
         if self.phase == "loading":
             return "Loading the model for this request…"
         return "Waiting for the model (one generation runs at a time)…"
@@ -238,6 +240,10 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
     ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
     try:
         v_events, g_events = timed_race(target, ids, res.drafter, settings, stop, progress, scheme, now)
+        fastest = None
+        if res.fastest is not None and not stop.is_set():
+            progress.phase = "fastest"
+            fastest = fastest_run(res.fastest, ids, settings, stop, v_events)
     finally:
         progress.phase = "done"
     tok = target.tokenizer
@@ -247,7 +253,22 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
         vanilla.stopped = gumiho.stopped = True
     return RaceResult(prompt_tokens=len(ids), vanilla=vanilla, gumiho=gumiho, model=target.name,
                       drafter_note=res.note, temperature=req.settings.temperature,
-                      notes=[res.drafter_label], scheme=scheme, runtime=target.runtime_name)
+                      notes=[res.drafter_label], scheme=scheme, runtime=target.runtime.name,
+                      weights=target.runtime.weights, flat_verify=target.runtime.flat_verify, fastest=fastest)
+
+
+def fastest_run(target: Target, ids: list[int], settings: GenerationSettings, stop: threading.Event,
+                race_vanilla: list[StepEvent]) -> Optional[FastestRun]:
+    """Vanilla decoding of the race's prompt on ``target`` (the model as loaded: its
+    4-bit file in llama.cpp), timed alone after the race, so that the page can say how
+    the race's two lanes compare with the fastest way to run the model here. Its text is
+    that runtime's own: other weights may choose other tokens."""
+    events = list(stream(target, ids, None, dataclasses.replace(settings, tree=None), stop=stop))
+    if not events or events[-1].finish_reason == "stopped":
+        return None
+    tokens = [t for e in events for t in e.tokens]
+    return FastestRun(runtime=target.runtime.name, weights=target.runtime.weights, new_tokens=len(tokens),
+                      wall_s=events[-1].elapsed_s, text_same=tokens == [t for e in race_vanilla for t in e.tokens])
 
 
 def race_settings(settings: GenerationSettings, target: Target) -> GenerationSettings:
@@ -381,7 +402,21 @@ def summary(result: RaceResult, prompt: str) -> dict:
             "vanilla": run(result.vanilla, v_stats),
             "gumiho": {**run(result.gumiho, g_stats), **acceptance(g_stats, result.gumiho.depth)},
             "speedup": round(sp[0], 4) if sp else None, "speedup_kind": sp[1] if sp else None,
-            "timing": TIMING.get(result.scheme, result.scheme), "runtime": result.runtime}
+            "timing": TIMING.get(result.scheme, result.scheme), "runtime": result.runtime, "weights": result.weights,
+            "fastest": fastest_summary(result)}
+
+
+def fastest_summary(result: RaceResult) -> Optional[dict]:
+    """The fastest way to run the model here, timed alone after the race (None when
+    the race ran on the model as loaded, or was stopped)."""
+    f = result.fastest
+    if f is None:
+        return None
+    v = result.vanilla.stats().tokens_per_s
+    return {"method": "vanilla", "runtime": f.runtime, "weights": f.weights, "new_tokens": f.new_tokens,
+            "wall_s": round(f.wall_s, 4), "tokens_per_s": round(f.tokens_per_s, 3),
+            "over_race_vanilla": round(f.tokens_per_s / v, 4) if v > 0 else None,
+            "text_same_as_race_vanilla": f.text_same}
 
 
 def error_summary(message: str, prompt) -> dict:

@@ -278,16 +278,25 @@ def render_result(result: Optional[RaceResult]) -> str:
 
 
 def runtime_note(result: RaceResult, value: float) -> str:
-    """What ran the target, and why that decides the speedup (docs/llamacpp.md)."""
-    if result.runtime != "llama.cpp":
-        return ""
-    note = " The target ran as its file stores it: 4-bit weights, in llama.cpp."
-    if value < 1:
-        note += (" On a CPU those 4-bit products are bound by arithmetic, not by memory: each extra token a "
-                 "verify carries costs about half a plain forward on two cores, so guessing ahead does not pay "
-                 "for itself (the least slow tree here is the first guess alone: tree depth 1, node budget 1). "
-                 "With float32 weights (Settings) a verify over a few tokens costs about one forward, as on a "
-                 "GPU, and drafting pays; vanilla is slower there.")
+    """What ran the target, and why that decides the speedup (docs/llamacpp.md); then
+    the fastest way to run the model here, when the race ran on another view of it."""
+    note = ""
+    if not result.flat_verify:
+        note = f" The target ran its {result.weights} weights in {result.runtime}."
+        if value < 1:
+            note += (" On a CPU those 4-bit products are bound by arithmetic, not by memory: each extra token a "
+                     "verify carries costs about half a plain forward on two cores, so guessing ahead does not pay "
+                     "for itself (the least slow tree here is the first guess alone: tree depth 1, node budget 1). "
+                     "With float32 weights (Settings) a verify over a few tokens costs about one forward, as on a "
+                     "GPU, and drafting pays; vanilla is slower there.")
+    f = result.fastest
+    if f is not None:
+        v = result.vanilla.stats().tokens_per_s
+        ratio = f" ({f.tokens_per_s / v:.2f}× this race's vanilla)" if v > 0 else ""
+        note += (f" The fastest way to run this model on this machine is vanilla decoding of its {f.weights} weights "
+                 f"in {f.runtime}: {f.tokens_per_s:.1f} tokens/s on this prompt{ratio}, timed alone after the race. "
+                 f"Drafting does not pay there on two cores: each extra token a verify carries costs about half a "
+                 f"plain forward, where on these float32 weights, as on a GPU, a few tokens cost about one.")
     return note
 
 

@@ -273,6 +273,22 @@ def record(label: str, events: list[StepEvent], tokenizer, prompt_ids, drafter=N
 
 
 @dataclass
+class FastestRun:
+    """Vanilla decoding of the race's prompt on the model as loaded (its 4-bit file in
+    llama.cpp: the fastest way to run it on a CPU), timed alone after the race."""
+
+    runtime: str
+    weights: str
+    new_tokens: int
+    wall_s: float
+    text_same: bool  # whether its text is the race's vanilla text (two runtimes: not guaranteed)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass
 class RaceResult:
     """Both runs of one race, and what the UI needs to replay them."""
 
@@ -284,7 +300,10 @@ class RaceResult:
     temperature: float = 0.0
     notes: list[str] = field(default_factory=list)
     scheme: str = "alternating"  # how the two runs were timed (app.race.TIMING)
-    runtime: str = "torch"  # what ran the target's forwards (Target.runtime_name): torch or llama.cpp
+    runtime: str = "torch"  # what ran the target's forwards: its runtime's name (gumiho.runtimes)
+    weights: str = "float32"  # the weights that runtime multiplies, in words
+    flat_verify: bool = True  # whether a verify over a few tokens cost about one forward there
+    fastest: Optional["FastestRun"] = None  # vanilla on the model as loaded, when the race ran another view
 
     @property
     def duration(self) -> float:

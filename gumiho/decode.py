@@ -30,11 +30,10 @@ import torch
 
 from .errors import GumihoError
 from .events import EmittedToken, RejectedToken, StepEvent
-from .kvcache import keep_tree_entries
 from .metrics import GenerationStats, summarize
 from .models import Target
 from .proposers import Budget, Proposer, ProposerSession, Verified, as_proposer
-from .tree import DraftTree, TreeSettings, verify_inputs
+from .tree import DraftTree, TreeSettings
 from .verifycost import VerifyCost, tokens_needed, verify_cost_for
 from .verify import Acceptance, accept_greedy, accept_sampling, process_logits, sample_token
 
@@ -163,7 +162,7 @@ def start(target: Target, prompt_ids, drafter=None, settings: Optional[Generatio
     """Every check of a generation, before any forward: settings, the prompt's ids
     against the target's vocabulary and context window, the drafter."""
     proposer = as_proposer(drafter)
-    target = target.for_proposer(proposer)  # a drafter llama.cpp cannot serve: the torch view, or refused
+    target.runtime.check_proposer(proposer)  # a drafter the runtime cannot feed is refused in words
     settings = check_settings(settings).validate()
     tree_settings = (settings.tree or TreeSettings.for_target(target)).validate()
     ctx = target.context_length
@@ -236,10 +235,7 @@ def prefill(run: Run) -> StepEvent:
     run.t0 = time.perf_counter()
     run.session = run.proposer.start(run.prompt_ids)
     run.cache = run.target.new_cache()
-    dev = run.target.device
-    ids = torch.tensor([run.prompt_ids], dtype=torch.long, device=dev)
-    pos = torch.arange(len(run.prompt_ids), device=dev)[None]
-    states, logits = run.target.forward(ids, pos, None, run.cache, last_logits_only=True,
+    states, logits = run.target.forward(run.prompt_ids, 0, run.cache, last_logits_only=True,
                                         feature_layers=run.proposer.feature_layers)
     first = choose(run, logits[-1])
     toks, reason = cut(run, [first])
@@ -261,13 +257,9 @@ def draft(run: Run, root: int) -> DraftTree:
 def verify(run: Run, tree: DraftTree):
     """One target forward over the whole tree after the cache: the states the
     proposer reads and the logits, one row per node."""
-    dev, features = run.target.device, run.proposer.feature_layers
-    if len(tree) == 1:
-        ids = torch.tensor([[tree.tokens[0]]], device=dev)
-        return run.target.forward(ids, torch.tensor([[run.past]], device=dev), None, run.cache,
-                                  feature_layers=features)
-    ids, pos, mask = verify_inputs(tree, run.past, dev, run.target.dtype)
-    return run.target.forward(ids, pos, mask, run.cache, feature_layers=features)
+    parents = None if len(tree) == 1 else tree.parents  # the root alone is a one-token chain
+    return run.target.forward(tree.tokens, run.past, run.cache, parents,
+                              feature_layers=run.proposer.feature_layers)
 
 
 def accept(run: Run, tree: DraftTree, logits: torch.Tensor, children: list[list[int]]) -> Acceptance:
@@ -284,7 +276,7 @@ def commit(run: Run, tree: DraftTree, acc: Acceptance, states: torch.Tensor) -> 
     their states, and return the step's new tokens (the path's, then the bonus)."""
     kept = [0] + acc.path
     if len(tree) > 1:
-        keep_tree_entries(run.cache, run.past, kept)
+        run.target.keep(run.cache, run.past, kept)
     new_tokens = [tree.tokens[i] for i in acc.path] + [acc.bonus]
     run.session.update(Verified(tokens=new_tokens, states=states[kept], tree=tree, accepted=acc.path))
     return new_tokens

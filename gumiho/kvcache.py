@@ -87,10 +87,7 @@ def keep_tree_entries(cache, past_len: int, kept_nodes: list[int]):
     into the tree, root = 0), in that order; drop every other tree entry.
 
     Kept entries are moved down in place and the cache becomes a view of its first
-    past_len + len(kept_nodes) entries: nothing of the context is copied.
-    A cache of another runtime (gumiho.llamacpp) trims itself the same way."""
-    if hasattr(cache, "keep"):
-        return cache.keep(past_len, list(kept_nodes))
+    past_len + len(kept_nodes) entries: nothing of the context is copied."""
     n_keep = len(kept_nodes)
     # Entries already in place: kept_nodes starts 0, 1, 2, ... (the root always is).
     first = 0

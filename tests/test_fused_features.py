@@ -105,14 +105,12 @@ def test_target_forward_returns_the_layers_and_the_same_logits(target):
         return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in target.model.modules())
 
     seq = [5, 9, 14, 3, 22, 7]
-    ids, pos = torch.tensor([seq]), torch.arange(len(seq))[None]
     before = hooks()
     with torch.inference_mode():
         plain_cache, fused_cache = new_cache(), new_cache()
-        hidden, logits = target.forward(ids, pos, None, plain_cache)
-        feats, fused_logits = target.forward(ids, pos, None, fused_cache, feature_layers=(1, 4))
-        step = [target.forward(torch.tensor([[8]]), torch.tensor([[len(seq)]]), None, c)[1]
-                for c in (plain_cache, fused_cache)]
+        hidden, logits = target.forward(seq, 0, plain_cache)
+        feats, fused_logits = target.forward(seq, 0, fused_cache, feature_layers=(1, 4))
+        step = [target.forward([8], len(seq), c)[1] for c in (plain_cache, fused_cache)]
     # The hooks were set for that forward only: none stays on the target's modules
     # (output_hidden_states, as reference_features asks, leaves transformers' own).
     assert hooks() == before
@@ -121,13 +119,13 @@ def test_target_forward_returns_the_layers_and_the_same_logits(target):
     torch.testing.assert_close(feats, reference_features(target, seq, (1, 4)), atol=1e-5, rtol=1e-4)
     with pytest.raises(GumihoError, match="only 4 layers"):
         with torch.inference_mode():
-            target.forward(ids, pos, None, new_cache(), feature_layers=(5,))
+            target.forward(seq, 0, new_cache(), feature_layers=(5,))
 
 
 def test_a_body_without_a_layer_list_hands_over_the_same_states(target):
     """A model body with no ``layers`` list to hook gets the states from transformers'
     ``output_hidden_states`` instead: the same tensors."""
-    from gumiho.models import forward_with_features
+    from gumiho.runtimes.pytorch import forward_with_features
 
     class Body(torch.nn.Module):  # the same body, its decoder layers out of reach
         def __init__(self, inner):

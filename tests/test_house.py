@@ -129,3 +129,33 @@ def test_every_package_of_the_library_is_installed():
     found |= {"gumiho.app" + "".join("." + part for part in p.parent.relative_to(ROOT / "app").parts)
               for p in (ROOT / "app").rglob("__init__.py")}
     assert found - listed == set()
+
+
+RUNTIME_QUESTIONS = ("runtime_name", "runtime.name ==", "runtime.name !=", "runtime.name in", "runtime is None",
+                     "runtime is not None", "hasattr(cache", "isinstance(target.runtime", "isinstance(self.runtime",
+                     "LlamaCppCache")
+
+
+def runtime_questions(text: str) -> list[str]:
+    return [q for q in RUNTIME_QUESTIONS if q in text]
+
+
+def test_nothing_outside_the_runtimes_asks_which_runtime_it_has():
+    """The runtime is a seam (gumiho/runtimes): the decode loop, the bench and the app
+    call its interface; its name is only shown, never branched on. Loading makes one
+    (gumiho/models.py chooses and constructs them by name), which is not asking."""
+    root = Path(__file__).resolve().parents[1]
+    found = {}
+    for path in list((root / "gumiho").rglob("*.py")) + list((root / "app").rglob("*.py")):
+        if "runtimes" in path.parts:
+            continue
+        hits = runtime_questions(path.read_text(encoding="utf-8"))
+        if hits:
+            found[str(path.relative_to(root))] = hits
+    assert not found, found
+
+
+def test_the_runtime_question_check_finds_a_question():
+    assert runtime_questions('if target.runtime.name == "llama.cpp":\n    tree = chain')
+    assert runtime_questions("if hasattr(cache, 'keep'):")
+    assert not runtime_questions('record["runtime"] = target.runtime.name')

@@ -1,6 +1,7 @@
-"""The default target run by llama.cpp as its GGUF file stores it (gumiho.llamacpp):
+"""The default target run by llama.cpp as its GGUF file stores it (gumiho.runtimes.llamacpp):
 tree verification through sequence ids gives every row what token-by-token decoding
 gives it, bit for bit, and speculative decoding emits vanilla's tokens."""
+import os
 import random
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 
 from gumiho import GenerationSettings, generate, stream
 from gumiho.errors import GumihoError
-from gumiho.llamacpp import _tree_sequences, parents_from_mask
+from gumiho.runtimes.llamacpp import _tree_sequences
 from gumiho.tree import DraftTree, TreeSettings, verify_inputs
 
 from helpers import OracleDrafter
@@ -35,22 +36,20 @@ def test_tree_sequences_are_the_leaves_below_each_node():
         assert sees == [j for j in range(6) if mask[0, 0, i, 3 + j] == 0]
 
 
-def test_parents_are_read_back_from_the_mask():
-    rng = random.Random(1)
-    for _ in range(20):
-        parents = [-1] + [rng.randrange(i) for i in range(1, 12)]
-        depths = [0] * 12
-        for i in range(1, 12):
-            depths[i] = depths[parents[i]] + 1
-        _, _, mask = verify_inputs(DraftTree(list(range(12)), parents, depths, [1.0] * 12), 5, "cpu", torch.float32)
-        assert parents_from_mask(mask, 5) == parents
+def users_threads(target):
+    """llama.cpp with the threads a user's process gives it (torch's default: the
+    machine's cores), not the suite's one (conftest.py): its kernels differ by thread
+    count (a one-token forward splits a long cache among the threads), so bit-for-bit
+    claims are checked as users run it. Set before the first cache makes a context."""
+    target.runtime.threads = max(2, os.cpu_count() or 2)
+    return target
 
 
 @pytest.fixture(scope="module")
 def lc_target():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
     from gumiho.models import load_target
-    return load_target(runtime="llama.cpp")
+    return users_threads(load_target(runtime="llama.cpp"))
 
 
 def test_a_tree_verify_gives_each_row_the_one_token_forwards_bits(lc_target):
@@ -58,10 +57,10 @@ def test_a_tree_verify_gives_each_row_the_one_token_forwards_bits(lc_target):
     ref = generate(lc_target, prompt_ids=ids, settings=GenerationSettings(max_new_tokens=6)).tokens
     # The one-token rows: prompt, then each reference token alone.
     cache = lc_target.new_cache()
-    lc_target.forward(torch.tensor([ids]), torch.arange(len(ids))[None], None, cache, last_logits_only=True)
+    lc_target.forward(ids, 0, cache, last_logits_only=True)
     singles = []
     for k, tok in enumerate(ref[:4]):
-        st, lg = lc_target.forward(torch.tensor([[tok]]), torch.tensor([[len(ids) + k]]), None, cache)
+        st, lg = lc_target.forward([tok], len(ids) + k, cache)
         singles.append((st[0], lg[0]))
     # The same tokens as the true branch of a tree with decoys beside and below them.
     decoy = lambda t: (t + 101) % 49152  # noqa: E731
@@ -70,17 +69,16 @@ def test_a_tree_verify_gives_each_row_the_one_token_forwards_bits(lc_target):
     depths = [0, 1, 1, 2, 2, 2, 3]
     true_nodes = [0, 1, 3, 6]
     cache = lc_target.new_cache()
-    lc_target.forward(torch.tensor([ids]), torch.arange(len(ids))[None], None, cache, last_logits_only=True)
-    t_ids, pos, mask = verify_inputs(DraftTree(tokens, parents, depths, [1.0] * 7), len(ids), "cpu", torch.float32)
-    states, logits = lc_target.forward(t_ids, pos, mask, cache)
+    lc_target.forward(ids, 0, cache, last_logits_only=True)
+    states, logits = lc_target.forward(tokens, len(ids), cache, parents)
     for node, (st, lg) in zip(true_nodes, singles):
         assert torch.equal(logits[node], lg) and torch.equal(states[node], st)
     # After keeping the true path, the next one-token forward is the one-token decoder's too.
-    cache.keep(len(ids), true_nodes)
-    _, nxt = lc_target.forward(torch.tensor([[ref[4]]]), torch.tensor([[len(ids) + 4]]), None, cache)
+    lc_target.keep(cache, len(ids), true_nodes)
+    _, nxt = lc_target.forward([ref[4]], len(ids) + 4, cache)
     chain = lc_target.new_cache()
-    lc_target.forward(torch.tensor([ids + ref[:4]]), torch.arange(len(ids) + 4)[None], None, chain, True)
-    _, ref_next = lc_target.forward(torch.tensor([[ref[4]]]), torch.tensor([[len(ids) + 4]]), None, chain)
+    lc_target.forward(ids + ref[:4], 0, chain, last_logits_only=True)
+    _, ref_next = lc_target.forward([ref[4]], len(ids) + 4, chain)
     assert torch.equal(nxt, ref_next)
 
 
@@ -122,7 +120,7 @@ def test_a_drafter_reading_inner_layers_is_refused_in_words(lc_target):
     from gumiho.models import load_drafter, shipped_drafter_path
 
     drafter = load_drafter(shipped_drafter_path("eagle3"), lc_target)
-    with pytest.raises(GumihoError, match="inner layers.*runtime='torch'"):
+    with pytest.raises(GumihoError, match='inner layers.*load_target\\(runtime="torch"\\)'):
         generate(lc_target, PROMPTS[2], drafter, settings=GenerationSettings(max_new_tokens=4))
 
 
@@ -159,28 +157,112 @@ def test_auto_is_the_default_and_picks_llamacpp_only_where_it_runs(monkeypatch):
 def auto_target():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
     from gumiho.models import load_target
-    return load_target(runtime="auto")
+    return users_threads(load_target(runtime="auto"))
 
 
 def test_auto_runs_the_embedded_gguf_in_llamacpp_with_its_own_tree(auto_target):
-    assert auto_target.runtime_name == "llama.cpp" and auto_target.runtime_auto
+    assert auto_target.runtime.name == "llama.cpp" and not auto_target.runtime.flat_verify
     chain = TreeSettings.for_target(auto_target)
     assert (chain.total_tokens, chain.depth) == (1, 1)
     view = auto_target.torch_view()
-    assert view.runtime_name == "torch" and view.model is auto_target.model and view is auto_target.torch_view()
+    assert view.runtime.name == "torch" and view.model is auto_target.model and view is auto_target.torch_view()
+    assert view.torch_view() is view
     assert TreeSettings.for_target(view) == TreeSettings.for_device("cpu")
 
 
-def test_auto_hands_an_inner_layer_drafter_to_the_torch_view(auto_target):
-    """The eagle3 drafter reads three inner layers: on an auto target it runs on the
-    float32 view and gives that view's vanilla tokens; asked for by name, llama.cpp
-    refuses it (test above)."""
+def test_one_target_decodes_every_generation_on_its_own_runtime(auto_target):
+    """A target loaded once gives the same text with and without each shipped drafter:
+    no drafter moves its generation to another runtime. One that reads inner layers
+    (eagle3) is refused in words with the fix, not run elsewhere."""
     from gumiho.models import load_drafter, shipped_drafter_path
     from gumiho.proposers import as_proposer
 
-    drafter = load_drafter(shipped_drafter_path("eagle3"), auto_target)
-    assert auto_target.for_proposer(as_proposer(drafter)) is auto_target.torch_view()
-    assert auto_target.for_proposer(as_proposer(None)) is auto_target
     s = GenerationSettings(max_new_tokens=24)
-    got = generate(auto_target, PROMPTS[2], drafter, settings=s).tokens
-    assert got == generate(auto_target.torch_view(), PROMPTS[2], settings=s).tokens
+    plain = generate(auto_target, PROMPTS[2], settings=s).tokens
+    checked = 0
+    for kind in ("gumiho", "eagle3", "serial", "parallel", "eagle"):
+        path = shipped_drafter_path(kind)
+        if path is None:
+            continue
+        drafter = load_drafter(path, auto_target)
+        if as_proposer(drafter).feature_layers:
+            with pytest.raises(GumihoError, match='load_target\\(runtime="torch"\\)'):
+                generate(auto_target, PROMPTS[2], drafter, settings=s)
+            continue
+        assert generate(auto_target, PROMPTS[2], drafter, settings=s).tokens == plain, kind
+        checked += 1
+    assert checked >= 1
+
+
+# -- long prompts: every row keeps the one-token bits at any context length -----------------------
+
+
+def long_text(tokenizer, at_least: int) -> str:
+    """At least ``at_least`` tokens of ordinary prose: this repository's own documents,
+    joined (written for the project, not drawn from any bench set)."""
+    import pathlib
+
+    docs = pathlib.Path(__file__).resolve().parents[1] / "docs"
+    text = ""
+    for path in sorted(docs.glob("*.md")):
+        text += path.read_text(encoding="utf-8") + "\n\n"
+        if len(tokenizer(text)["input_ids"]) >= at_least:
+            return text
+    raise AssertionError("the docs hold fewer tokens than the test needs")
+
+
+@pytest.mark.parametrize("context", [600, 2100])
+def test_rows_after_a_long_context_carry_the_one_token_bits(lc_target, context):
+    """Past about 500 cached tokens llama.cpp's float16 flash attention gives a one-token
+    forward another kernel than a forward of several tokens (it splits the cells among
+    the threads); the runtime's bfloat16 cache keeps one kernel for both."""
+    ids = lc_target.tokenizer(long_text(lc_target.tokenizer, context + 8))["input_ids"][:context + 3]
+    prompt, nxt = ids[:context], ids[context:]
+    cache = lc_target.new_cache()
+    lc_target.forward(prompt, 0, cache, last_logits_only=True)
+    singles = [lc_target.forward([tok], context + k, cache) for k, tok in enumerate(nxt[:2])]
+    cache = lc_target.new_cache()
+    lc_target.forward(prompt, 0, cache, last_logits_only=True)
+    states, logits = lc_target.forward([nxt[0], nxt[1], nxt[2]], context, cache, parents=[-1, 0, 0])
+    for row, (st, lg) in enumerate(singles):
+        assert torch.equal(logits[row], lg[0]) and torch.equal(states[row], st[0]), row
+
+
+@pytest.fixture(scope="module")
+def long_prompt(lc_target):
+    """A chat prompt of 2,000+ tokens: a long document and a question about it, as a
+    retrieval-augmented request is; and vanilla's greedy answer on this runtime."""
+    doc = long_text(lc_target.tokenizer, 2050)
+    ids = lc_target.encode(doc + "\n\nIn two sentences, what does the text above say about the llama.cpp runtime?")
+    assert len(ids) >= 2000
+    return ids, generate(lc_target, prompt_ids=ids, settings=GenerationSettings(max_new_tokens=40)).tokens
+
+
+def test_the_shipped_drafter_is_lossless_on_a_long_prompt(lc_target, long_prompt):
+    from gumiho.models import load_drafter, shipped_drafter_path
+    from gumiho.proposers import with_copy
+
+    ids, ref = long_prompt
+    drafter = load_drafter(shipped_drafter_path("gumiho"), lc_target)
+    # The runtime's own tree (a chain of one) with copying from the long context beside
+    # the drafter, and the float32 CPU tree (it branches and reaches the MLP heads).
+    for d, tree in ((with_copy(drafter), None), (drafter, TreeSettings.for_device("cpu"))):
+        got = generate(lc_target, prompt_ids=ids, drafter=d, settings=GenerationSettings(max_new_tokens=40, tree=tree))
+        assert got.tokens == ref, tree
+
+
+def test_a_long_prompt_stays_lossless_through_cache_rebuilds(lc_target, long_prompt, monkeypatch):
+    """Cells so few that buried drafts fill the cache within a few steps: it is rebuilt
+    (the long prompt included) several times along the answer."""
+    ids, ref = long_prompt
+    monkeypatch.setattr(lc_target.runtime, "cells", len(ids) + 64)
+    monkeypatch.setattr(lc_target.runtime, "_free", [])  # fresh contexts of that size
+    caches = []
+    new_cache = lc_target.runtime.new_cache
+    monkeypatch.setattr(lc_target.runtime, "new_cache", lambda: caches.append(new_cache()) or caches[-1])
+    drafter = OracleDrafter(ids + ref + [0] * 16, vocab=49152, corrupt=0.3, siblings=3, seed=7)
+    steps = list(stream(lc_target, ids, drafter, GenerationSettings(max_new_tokens=40)))
+    assert [t for s in steps for t in s.tokens] == ref
+    assert caches[-1].rebuilds >= 1
+    monkeypatch.undo()
+    lc_target.runtime._free.clear()

@@ -188,7 +188,8 @@ def fake_streams(machine, vanilla_fails_at=None):
     return fake
 
 
-FAKE_TARGET = SimpleNamespace(name="fake", context_length=4096, tokenizer=Bytes(), runtime_name="torch",
+FAKE_TARGET = SimpleNamespace(name="fake", context_length=4096, tokenizer=Bytes(),
+                              runtime=SimpleNamespace(name="torch", weights="float32", flat_verify=True),
                               encode=lambda prompt: list(prompt.encode("utf-8")))
 
 class _FakeDrafter(Proposer):

@@ -69,7 +69,7 @@ def _scratch(target, seq: list[int]):
 
 def _sequential_cache(target, seq: list[int]) -> DynamicCache:
     cache = DynamicCache()
-    target.forward(torch.tensor([seq]), torch.arange(len(seq))[None], None, cache)
+    target.forward(seq, 0, cache)
     return cache
 
 
@@ -95,8 +95,7 @@ def test_tree_verify_and_cache_compaction_match_sequential(family, attn):
                 if rnd == 3:  # a chain, fully accepted: the no-op compaction branch
                     tree = DraftTree([root] + [rng.randrange(VOCAB) for _ in range(4)], [-1, 0, 1, 2, 3],
                                      [0, 1, 2, 3, 4], [1.0] * 5, [0.0] * 5, [False] * 5)
-                ids, pos, mask = verify_inputs(tree, past, target.device, target.dtype)
-                hidden, logits = target.forward(ids, pos, mask, cache)
+                hidden, logits = target.forward(tree.tokens, past, cache, tree.parents)
                 assert logits.shape == (len(tree), VOCAB)
                 for i in range(len(tree)):
                     path_tokens = [root] + [tree.tokens[j] for j in tree.path_to(i)]
@@ -117,7 +116,7 @@ def test_tree_verify_and_cache_compaction_match_sequential(family, attn):
                 root = rng.randrange(2, VOCAB)
             # The compacted cache keeps decoding correctly, token by token.
             for _ in range(3):
-                _, l1 = target.forward(torch.tensor([[root]]), torch.tensor([[len(seq)]]), None, cache)
+                _, l1 = target.forward([root], len(seq), cache)
                 seq.append(root)
                 assert torch.allclose(l1[0], _scratch(target, seq)[1], atol=1e-4)
                 root = int(l1[0].argmax())
@@ -268,7 +267,7 @@ def test_real_drafter_trees_are_well_formed(kind):
         for trial in range(3):
             prompt = [rng.randrange(2, VOCAB) for _ in range(rng.randint(2, 12))]
             cache = DynamicCache()
-            hidden, logits = target.forward(torch.tensor([prompt]), torch.arange(len(prompt))[None], None, cache)
+            hidden, logits = target.forward(prompt, 0, cache)
             root = int(logits[-1].argmax())
             session = DraftSession(drafter)
             session.extend(hidden, torch.tensor(prompt[1:] + [root]))
@@ -311,8 +310,7 @@ def test_real_drafter_trees_are_well_formed(kind):
             # Feed a couple of accepted positions and draft again from the grown context.
             tree = session.propose(root, Budget(TREE_SETTINGS[0]))
             acc = tree.path_to(1)
-            ids, pos, mask = verify_inputs(tree, len(prompt), target.device, target.dtype)
-            hidden, logits = target.forward(ids, pos, mask, cache)
+            hidden, logits = target.forward(tree.tokens, len(prompt), cache, tree.parents)
             kept = [0] + acc
             keep_tree_entries(cache, len(prompt), kept)
             nxt = [tree.tokens[j] for j in acc] + [int(logits[kept[-1]].argmax())]
@@ -360,14 +358,14 @@ def test_prefill_with_last_logits_only_matches_the_full_prefill():
     seq = list(range(3, 40))
     with torch.inference_mode():
         full_cache, last_cache = DynamicCache(), DynamicCache()
-        pos = torch.arange(len(seq))[None]
-        h_full, l_full = target.forward(torch.tensor([seq]), pos, None, full_cache)
-        h_last, l_last = target.forward(torch.tensor([seq]), pos, None, last_cache, last_logits_only=True)
+        h_full, l_full = target.forward(seq, 0, full_cache)
+        h_last, l_last = target.forward(seq, 0, last_cache, last_logits_only=True)
         assert l_full.shape == (len(seq), target.config.vocab_size) and l_last.shape == (1, target.config.vocab_size)
         assert torch.equal(h_full, h_last)
         torch.testing.assert_close(l_last[0], l_full[-1])
         nxt = int(l_last[0].argmax())
-        step = [target.forward(torch.tensor([[nxt]]), torch.tensor([[len(seq)]]), None, c)[1] for c in (full_cache, last_cache)]
+        step = [target.forward([nxt], len(seq), c)[1]
+                for c in (full_cache, last_cache)]
         assert torch.equal(step[0], step[1])
 
 

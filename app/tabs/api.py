@@ -30,8 +30,9 @@ def add_api(hub: ModelHub) -> list:
         conditional, and the part copied from the context). With tree_cost_aware, tree_nodes is the
         most drafted tokens a step verifies. With copy_from_context, the copy proposer drafts beside the drafter (tokens that
         followed the same words earlier in the prompt or the answer). target_weights: "as stored" runs the default
-        model's 4-bit file in llama.cpp, "float32" its dequantised weights in PyTorch, "" the server's default;
-        the answer's runtime says which ran."""
+        model's 4-bit file in llama.cpp, "float32" (and "", the default) its dequantised weights in PyTorch, where
+        the whole hybrid drafter pays; the answer's runtime and weights say which ran, and its fastest gives vanilla
+        on the 4-bit file, timed alone after the race, when the race ran float32."""
         return await api_race(hub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k,
                               tree_nodes, drafter, target, drafter_path, tree_cost_aware, copy_from_context,
                               target_weights)

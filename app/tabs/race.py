@@ -229,25 +229,27 @@ TREE_SHAPES = [("sized for this machine (the controls below)", SIZED_SHAPE),
                 f"nodes, depth {PAPER_TREE_SETTINGS.depth}: every head drafts)", PAPER_SHAPE)]
 
 
-WEIGHTS_INFO = ("The default model only (other models run in PyTorch). As stored, its 4-bit file runs in "
-                "llama.cpp: every method is faster there, but on a CPU each extra verified token costs about half "
-                "a plain forward, so speculation loses (a race left at the default tree drafts the runtime's own: the drafter's first "
-                "guess alone, the least slow). float32 runs slower, with verify costs like a GPU's, "
-                "where speculation pays. Drafters that read inner layers (EAGLE-3) run in float32.")
+WEIGHTS_INFO = ("The default model only (other models run in PyTorch). float32 (the default): its dequantised "
+                "weights in PyTorch, where a verify over a few tokens costs about one forward, as on a GPU, so the "
+                "whole hybrid drafter (serial Transformer and MLP heads) pays; the result line also gives vanilla on "
+                "the 4-bit file, the fastest way to run this model here. As stored: the 4-bit file in llama.cpp, "
+                "where every method is faster but each extra verified token costs about half a plain forward on a "
+                "CPU, so speculation loses (a race left at the default tree drafts that runtime's own: the "
+                "drafter's first guess alone). Drafters that read inner layers (EAGLE-3) run in float32 only.")
 
 
 def weights_choices() -> list[tuple[str, str]]:
-    """The runtimes this server can race the default model on, its default first: the
-    one the hub's default load picks (load_target's runtime rule, GUMIHO_RUNTIME
-    included), so "as stored" is offered only where that load runs the file in llama.cpp."""
-    float32 = ("float32, dequantised (PyTorch)", WEIGHTS_FLOAT32)
+    """The weights this server can race the default model on, the race's default
+    first: float32, where the hybrid drafter pays; "as stored" where the hub's default
+    load (load_target's runtime rule, GUMIHO_RUNTIME included) runs the file in llama.cpp."""
+    choices = [("float32, dequantised (PyTorch)", WEIGHTS_FLOAT32)]
     try:
         runtime = resolve_runtime(pick_runtime(None), True, torch.device(gpu.model_device()))
     except GumihoError:  # an unknown GUMIHO_RUNTIME: the hub's load reports it in the banner
         runtime = "torch"
     if runtime == "llama.cpp":
-        return [("4-bit, as the file stores them (llama.cpp)", WEIGHTS_AS_STORED), float32]
-    return [float32]
+        choices.append(("4-bit, as the file stores them (llama.cpp)", WEIGHTS_AS_STORED))
+    return choices
 
 
 def paper_tree_note() -> str:

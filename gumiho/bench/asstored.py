@@ -1,4 +1,4 @@
-"""What running the GGUF as stored (gumiho.llamacpp) changes, against the float32
+"""What running the GGUF as stored (gumiho.runtimes.llamacpp) changes, against the float32
 dequantised target (the torch runtime), on the same prompts:
 
     python -m gumiho.bench.asstored --prompts benchmarks/prompts/alpaca.jsonl --limit 20 \\
@@ -32,11 +32,10 @@ def one_token_rows(target, ids: list[int], continuation: list[int]) -> torch.Ten
     prompt prefilled and then one token per forward."""
     cache = target.new_cache()
     with torch.inference_mode():
-        _, first = target.forward(torch.tensor([ids]), torch.arange(len(ids))[None], None, cache,
-                                  last_logits_only=True)
+        _, first = target.forward(ids, 0, cache, last_logits_only=True)
         rows = [first[-1]]
         for k, tok in enumerate(continuation[:-1]):
-            _, lg = target.forward(torch.tensor([[tok]]), torch.tensor([[len(ids) + k]]), None, cache)
+            _, lg = target.forward([tok], len(ids) + k, cache)
             rows.append(lg[-1])
     return torch.stack(rows).float()
 

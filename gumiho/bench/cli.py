@@ -146,22 +146,21 @@ def parse_methods(text: str) -> list[str]:
 
 
 def one_runtime_for(target, drafters: dict, warn):
-    """The target every method runs on: speedups compare methods on one runtime, so
-    when a method's drafter needs the torch view of an auto-picked llama.cpp target
-    (Target.for_proposer), all of them run there, and the record says so."""
-    def moves(d) -> bool:
+    """Every method runs on the target's one runtime (speedups compare methods on the
+    same kernels); a drafter that runtime cannot feed is refused here, in the runtime's
+    own words, before anything is timed."""
+    for name, d in drafters.items():
+        if d is None:
+            continue
         try:
             proposer = as_proposer(d)
         except GumihoError:  # not a proposer (transformers' own generate): runs the torch model itself
-            return False
-        return target.for_proposer(proposer) is not target
-
-    moved = [m for m, d in drafters.items() if d is not None and moves(d)]
-    if not moved:
-        return target
-    warn(f"{', '.join(moved)} read(s) the target's inner layers, which llama.cpp does not hand out: every method "
-         f"runs on the torch runtime (float32) in this run.")
-    return target.torch_view()
+            continue
+        try:
+            target.runtime.check_proposer(proposer)
+        except GumihoError as e:
+            raise GumihoError(f"{name}: {e} (python -m gumiho.bench --runtime torch)") from None
+    return target
 
 
 def tree_from_args(args, device, base: Optional[TreeSettings] = None, target=None) -> TreeSettings:
@@ -230,7 +229,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         log(f"loading target {model_arg or DEFAULT_TARGET_LABEL} ...")
         t0 = time.perf_counter()
         target = load_target(model_arg, device=args.device, dtype=args.dtype, runtime=args.runtime)
-        log(f"loaded {target.name} on {target.device} in {time.perf_counter() - t0:.1f} s")
+        log(f"loaded {target.name} on {target.device} in {time.perf_counter() - t0:.1f} s; every method runs on "
+            f"the {target.runtime.describe()} runtime")
         drafters, labels = resolve_drafters(target, methods, drafter_paths, is_default_target(model_arg),
                                             args.seed, warn, args.drafter_dtype, copy_overrides,
                                             args.hf_lookup_tokens)

@@ -357,7 +357,7 @@ def _fastest_row(text: str) -> str:
 
 
 def asstored_section(folder: Path, engines: Optional[Path]) -> list[str]:
-    """BENCHMARKS.md's section on the GGUF run as stored (gumiho.llamacpp): the
+    """BENCHMARKS.md's section on the GGUF run as stored (gumiho.runtimes.llamacpp): the
     runtime's yardsticks from the engine-peer record, the exactness and verify-cost
     records of ``python -m gumiho.bench.asstored``, and a cost-aware bench run."""
     lines = ["## The GGUF as stored: the llama.cpp runtime", ""]

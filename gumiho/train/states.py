@@ -4,7 +4,7 @@ Training needs, at every position of a sequence, the target's final-norm hidden
 state h (the regression target and, through the LM head, the soft labels) and, for a
 drafter with fused features, the states after its ``feature_layers``. Both come
 out of one forward of the target's body, read as decoding reads them
-(``gumiho.models.forward_with_features``: layer l is the embedding output for l = 0,
+(``gumiho.runtimes.pytorch.forward_with_features``: layer l is the embedding output for l = 0,
 the output of decoder layer l, or, for l = N, the final-norm state), so a drafter
 trains on exactly the states it is handed when it drafts.
 
@@ -40,7 +40,7 @@ def target_states(model, ids: torch.Tensor, valid: torch.Tensor,
     tokens, right padding 0). Returns the final-norm hidden states [B, L, H] float32
     and, with ``feature_layers``, the concatenated states of those layers
     [B, L, k*H] float32 (in the order given), else None. Padding rows are zeros."""
-    from ..models import forward_with_features
+    from ..runtimes.pytorch import forward_with_features
 
     body = model.base_model
     dev = next(body.parameters()).device

@@ -47,7 +47,8 @@ from tqdm import tqdm
 
 from gumiho.kvcache import cache_layers, new_cache
 from gumiho.machine import cpu_has_native_bf16
-from gumiho.models import DEFAULT_TARGET_LABEL, _cache_keyword
+from gumiho.models import DEFAULT_TARGET_LABEL
+from gumiho.runtimes.pytorch import cache_keyword
 from gumiho.train import launched_processes, shards
 from gumiho.train.data import length_groups
 from gumiho.prompts_file import Conversation, PromptFileError, read_prompts
@@ -160,7 +161,7 @@ def generate_with_hidden(model, prompts: list[list[int]], max_new_tokens: int, e
     body = model.model
     head = model.get_output_embeddings()
     # transformers 5.x calls the cache argument ``cache`` (``past_key_values`` is deprecated).
-    cache_kw = _cache_keyword(type(body))
+    cache_kw = cache_keyword(type(body))
     n = len(prompts)
     lengths = [len(p) for p in prompts]
     width = max(lengths)

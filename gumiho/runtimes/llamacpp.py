@@ -46,7 +46,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .errors import GumihoError
+from ..errors import GumihoError
+from .base import Runtime, tree_depths
 
 BATCH = 512  # tokens per llama_decode call of the prompt's prefill
 # Tokens per llama_decode call after the prompt. llama.cpp's CPU kernels give a row the
@@ -55,6 +56,21 @@ BATCH = 512  # tokens per llama_decode call of the prompt's prefill
 # the one-token path's bits.
 CHUNK = 32
 SEQUENCES = 64  # sequence ids per context: the tree's leaves, and the graveyard
+# The KV cache holds bfloat16 keys and values (ggml.h: GGML_TYPE_BF16 = 30; llama-cpp-python
+# names no constant for it). Why not llama.cpp's default float16: its CPU flash attention
+# takes another path for a one-token forward once the cache view reaches 512 cells (it
+# splits the cells among the threads and merges their partial sums), while a forward of
+# two or more tokens sums over the cells in one pass. Past about 500 tokens of context a
+# verify row then no longer carries the bits of the one-token forward that vanilla decoding
+# runs, and greedy speculative decoding parted from vanilla on long prompts. Both the split
+# path and the tiled path for 64+ rows are taken only for float16/float32 caches: with
+# bfloat16 every forward, of any size and context, runs the one-pass kernel, so rows are
+# batch-invariant at every length (tests/test_llamacpp_runtime.py, prompts of 2,000+ tokens).
+# The price, measured on two cores: the same speed up to a few hundred tokens of context;
+# at 2,000 tokens a one-token forward about 1.7x and the prompt's prefill about 1.6x
+# float16's (docs/llamacpp.md).
+KV_TYPE = 30
+FLASH_ATTENTION = 1  # LLAMA_FLASH_ATTN_TYPE_ENABLED: masked (buried) cells are skipped, not summed as zeros
 
 
 def available() -> bool:
@@ -90,15 +106,27 @@ def _silence(llama_cpp) -> None:
     llama_cpp.llama_log_set(_QUIET, None)
 
 
-class LlamaCppRuntime:
+NO_INNER_STATES = ("This drafter reads the target's inner layers, which the llama.cpp runtime does not hand out "
+                   "(it gives the final states only). Load the target with load_target(runtime=\"torch\") "
+                   "(float32 weights) to draft with it.")
+
+
+class LlamaCppRuntime(Runtime):
     """One GGUF model loaded by llama.cpp, and a pool of contexts (each one KV
     cache) handed out by :meth:`new_cache`. Contexts share the model's weights."""
 
-    def __init__(self, gguf_path: str, context_length: int, threads: Optional[int] = None):
+    name = "llama.cpp"
+    # A forward over k tokens costs about 1 + 0.5(k-1) one-token forwards on two cores
+    # (docs/llamacpp.md): its 4-bit products are bound by arithmetic.
+    flat_verify = False
+
+    def __init__(self, gguf_path: str, context_length: int, threads: Optional[int] = None,
+                 weights: str = "4-bit, as stored"):
         lib = _library()
         self.lib = lib
         _silence(lib)
         self.path = gguf_path
+        self.weights = weights
         lib.llama_backend_init()
         params = lib.llama_model_default_params()
         self.model = lib.llama_model_load_from_file(os.fsencode(gguf_path), params)
@@ -120,6 +148,8 @@ class LlamaCppRuntime:
         p.n_seq_max, p.kv_unified = SEQUENCES, True  # one cell store that every sequence id indexes
         p.n_threads = p.n_threads_batch = self.threads
         p.embeddings = True  # the final-norm states too, beside the logits: what a drafter reads
+        p.type_k = p.type_v = KV_TYPE
+        p.flash_attn_type = FLASH_ATTENTION
         p.pooling_type = lib.LLAMA_POOLING_TYPE_NONE
         ctx = lib.llama_init_from_model(self.model, p)
         if not ctx:
@@ -138,6 +168,32 @@ class LlamaCppRuntime:
     def _release(self, ctx):
         with self._lock:
             self._free.append(ctx)
+
+    # -- the Runtime interface -----------------------------------------------------------------------
+
+    def forward(self, tokens, past, cache, parents=None, last_logits_only=False, feature_layers=None):
+        if feature_layers:
+            raise GumihoError(NO_INNER_STATES)
+        return cache.forward([int(t) for t in tokens], past, parents, last_logits_only)
+
+    def keep(self, cache, past, kept):
+        cache.keep(past, list(kept))
+
+    def check_proposer(self, proposer) -> None:
+        if getattr(proposer, "feature_layers", None):
+            raise GumihoError(NO_INNER_STATES)
+
+    def default_tree(self, device):
+        """A chain of one: the drafter's first guess alone. Measured on 8 MT-Bench prompts
+        (research/runtime_trees.py, benchmarks/asstored/runtime_trees-llama.cpp.txt): the
+        float32 CPU tree ran at 0.44x this runtime's vanilla, the cost-aware tree 0.57x, a
+        chain of two 0.56x, a chain of one 0.79x, the least slow. No tree beats vanilla
+        here on two cores: every extra verified token costs about half a forward, and
+        every drafting step beyond the first runs the drafter's Transformer again."""
+        from ..tree import TreeSettings
+
+        return TreeSettings(total_tokens=1, depth=1, serial_top_k=1, mlp_top_k=1, mlp_keep=1, full_tree=False,
+                            full_tree_tokens=0)
 
 
 class LlamaCppCache:
@@ -161,6 +217,7 @@ class LlamaCppCache:
         self.history: list[int] = []
         self.prompt_len = 0  # the first forward's tokens, prefilled in batches of BATCH
         self.pending: Optional[tuple] = None  # the last forward: (start position, tokens, node sequence ids)
+        self.rebuilds = 0  # how often the cache was rebuilt (for tests and profiles)
 
     # -- llama.cpp calls ---------------------------------------------------------------------------
 
@@ -197,12 +254,13 @@ class LlamaCppCache:
         first decoded (the prompt in BATCH, the rest in CHUNK): the same bits."""
         self.rt.lib.llama_memory_clear(self.mem, True)
         self.used, self.synced = 0, 1
+        self.rebuilds += 1
         cuts = list(range(0, self.prompt_len, BATCH)) + list(range(self.prompt_len, len(self.history), CHUNK))
         for a, b in zip(cuts, cuts[1:] + [len(self.history)]):
             part = self.history[a:b]
             self._decode(part, range(a, b), [[0]] * len(part), [False] * len(part))
 
-    # -- what Target.forward and keep_tree_entries ask -----------------------------------------------
+    # -- what the runtime's forward and keep ask -----------------------------------------------
 
     def forward(self, tokens: list[int], start: int, parents: Optional[list[int]], last_logits_only: bool):
         """Tokens at positions from ``start`` (a chain when ``parents`` is None, else
@@ -267,11 +325,10 @@ def _tree_sequences(parents: list[int]) -> tuple[list[list[int]], list[int]]:
     so the root holds all of them) and its depth. Parents come before children."""
     n = len(parents)
     has_child = [False] * n
-    depths = [0] * n
-    for i, p in enumerate(parents):
+    for p in parents:
         if p >= 0:
             has_child[p] = True
-            depths[i] = depths[p] + 1
+    depths = tree_depths(parents)
     seqs: list[list[int]] = [[] for _ in range(n)]
     for leaf_id, leaf in enumerate(i for i in range(n) if not has_child[i]):
         j = leaf
@@ -279,14 +336,3 @@ def _tree_sequences(parents: list[int]) -> tuple[list[list[int]], list[int]]:
             seqs[j].append(leaf_id)
             j = parents[j]
     return seqs, depths
-
-
-def parents_from_mask(mask: torch.Tensor, past: int) -> list[int]:
-    """The tree's parents read back from gumiho.tree's additive mask [1,1,T,P+T]:
-    a node's parent is its deepest visible ancestor (the last visible earlier node)."""
-    visible = (mask[0, 0, :, past:] == 0).tolist()
-    parents = []
-    for i, row in enumerate(visible):
-        earlier = [j for j in range(i) if row[j]]
-        parents.append(earlier[-1] if earlier else -1)
-    return parents

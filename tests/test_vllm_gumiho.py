@@ -21,9 +21,9 @@ vLLM's CPU build runs in its own environment (gumiho.serving.vllm_env; the plugi
 installed there); it gets both cores. Skipped only when the environment is not built and
 the package registry cannot be reached to build it.
 
-Cost on the 2-core machine, with the vLLM environment built: about 380 s for the module
-(361 s measured with other work on the machine, before the 19 s serial-kind refusal was
-added): five vLLM starts (the server, 85 s with its
+Cost on the 2-core machine, with the vLLM environment built: 407 s for the module's 13
+tests (measured with other work on the machine; 361 s for 12 of them in a quieter
+moment): five vLLM starts (the server, 85 s with its
 exports; three LLM runs, 40-75 s each, eager; one start that stops at the refused k, 26 s),
 this engine's chains and vanilla runs, and exports of the target and the drafters (mostly
 loading the target, ~15 s each)."""

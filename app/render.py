@@ -280,9 +280,8 @@ def render_result(result: Optional[RaceResult]) -> str:
 def runtime_note(result: RaceResult, value: float) -> str:
     """What ran the target, and why that decides the speedup (docs/llamacpp.md); then
     the fastest way to run the model here, when the race ran on another view of it."""
-    note = ""
+    note = f" Both lanes ran the target's {result.weights} weights in {result.runtime}."
     if not result.flat_verify:
-        note = f" The target ran its {result.weights} weights in {result.runtime}."
         if value < 1:
             note += (" On a CPU those 4-bit products are bound by arithmetic, not by memory: each extra token a "
                      "verify carries costs about half a plain forward on two cores, so guessing ahead does not pay "

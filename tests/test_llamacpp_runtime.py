@@ -220,10 +220,11 @@ def test_rows_after_a_long_context_carry_the_one_token_bits(lc_target, context):
     prompt, nxt = ids[:context], ids[context:]
     cache = lc_target.new_cache()
     lc_target.forward(prompt, 0, cache, last_logits_only=True)
-    singles = [lc_target.forward([tok], context + k, cache) for k, tok in enumerate(nxt[:2])]
-    cache = lc_target.new_cache()
-    lc_target.forward(prompt, 0, cache, last_logits_only=True)
+    # A tree first, then buried (as a step that accepts nothing does), then the one-token
+    # forwards of vanilla decoding on the same cache: one prefill for both.
     states, logits = lc_target.forward([nxt[0], nxt[1], nxt[2]], context, cache, parents=[-1, 0, 0])
+    lc_target.keep(cache, context, [])
+    singles = [lc_target.forward([tok], context + k, cache) for k, tok in enumerate(nxt[:2])]
     for row, (st, lg) in enumerate(singles):
         assert torch.equal(logits[row], lg[0]) and torch.equal(states[row], st[0]), row
 
@@ -235,7 +236,7 @@ def long_prompt(lc_target):
     doc = long_text(lc_target.tokenizer, 2050)
     ids = lc_target.encode(doc + "\n\nIn two sentences, what does the text above say about the llama.cpp runtime?")
     assert len(ids) >= 2000
-    return ids, generate(lc_target, prompt_ids=ids, settings=GenerationSettings(max_new_tokens=40)).tokens
+    return ids, generate(lc_target, prompt_ids=ids, settings=GenerationSettings(max_new_tokens=32)).tokens
 
 
 def test_the_shipped_drafter_is_lossless_on_a_long_prompt(lc_target, long_prompt):
@@ -247,7 +248,7 @@ def test_the_shipped_drafter_is_lossless_on_a_long_prompt(lc_target, long_prompt
     # The runtime's own tree (a chain of one) with copying from the long context beside
     # the drafter, and the float32 CPU tree (it branches and reaches the MLP heads).
     for d, tree in ((with_copy(drafter), None), (drafter, TreeSettings.for_device("cpu"))):
-        got = generate(lc_target, prompt_ids=ids, drafter=d, settings=GenerationSettings(max_new_tokens=40, tree=tree))
+        got = generate(lc_target, prompt_ids=ids, drafter=d, settings=GenerationSettings(max_new_tokens=32, tree=tree))
         assert got.tokens == ref, tree
 
 
@@ -261,7 +262,7 @@ def test_a_long_prompt_stays_lossless_through_cache_rebuilds(lc_target, long_pro
     new_cache = lc_target.runtime.new_cache
     monkeypatch.setattr(lc_target.runtime, "new_cache", lambda: caches.append(new_cache()) or caches[-1])
     drafter = OracleDrafter(ids + ref + [0] * 16, vocab=49152, corrupt=0.3, siblings=3, seed=7)
-    steps = list(stream(lc_target, ids, drafter, GenerationSettings(max_new_tokens=40)))
+    steps = list(stream(lc_target, ids, drafter, GenerationSettings(max_new_tokens=32)))
     assert [t for s in steps for t in s.tokens] == ref
     assert caches[-1].rebuilds >= 1
     monkeypatch.undo()

@@ -77,6 +77,26 @@ def make_drafter(g, target, kind="gumiho", draft_vocab=8192, seed=0, feature_lay
     return drafter
 
 
+def _parents_from_mask(mask, past: int) -> list:
+    """A tree's parents read back from its additive mask [1,1,T,P+T]: a node's parent
+    is its deepest visible earlier node (-1 for the root)."""
+    visible = (mask[0, 0, :, past:] == 0).tolist()
+    return [max((j for j in range(i) if row[j]), default=-1) for i, row in enumerate(visible)]
+
+
+def _forward(target, ids, pos, mask, cache, *args, **kw):
+    """A target forward from (ids, positions, mask) tensors, on either generation of the
+    package: Target.forward(ids, positions, mask, cache, ...) before the runtime seam,
+    Target.forward(tokens, past, cache, parents, ...) after it (a target with keep())."""
+    if not hasattr(target, "keep"):
+        return target.forward(ids, pos, mask, cache, *args, **kw)
+    past = int(pos.reshape(-1)[0])
+    parents = None if mask is None else _parents_from_mask(mask, past)
+    if args:  # last_logits_only given by position
+        kw["last_logits_only"] = args[0]
+    return target.forward([int(t) for t in ids.reshape(-1).tolist()], past, cache, parents, **kw)
+
+
 def _new_cache(g):
     """The KV cache the decode loop of package ``g`` uses."""
     from transformers import DynamicCache
@@ -120,7 +140,7 @@ def after_prompt(g, target, drafter, prompt_ids):
     that has read the prompt, and the first token (greedy). Call in inference mode."""
     cache = _new_cache(g)
     n = len(prompt_ids)
-    hidden, logits = target.forward(torch.tensor([prompt_ids]), torch.arange(n)[None], None, cache,
+    hidden, logits = _forward(target, torch.tensor([prompt_ids]), torch.arange(n)[None], None, cache,
                                     **features_kw(drafter))
     last = int(logits[-1].argmax())
     session = _session(g, drafter, prompt_ids)
@@ -148,7 +168,7 @@ def spec_steps(g, target, drafter, prompt_ids, steps, settings, added=None):
             t1 = clock()
             ids, pos, mask = tr.verify_inputs(tree, past, target.device, target.dtype)
             t2 = clock()
-            hidden, logits = target.forward(ids, pos, mask, cache, **fused)
+            hidden, logits = _forward(target, ids, pos, mask, cache, **fused)
             t3 = clock()
             acc = ve.accept_greedy(tree, logits)
             t4 = clock()
@@ -177,11 +197,11 @@ def vanilla_steps(g, target, prompt_ids, steps):
     with torch.inference_mode():
         cache = _new_cache(g)
         n = len(prompt_ids)
-        _, logits = target.forward(torch.tensor([prompt_ids]), torch.arange(n)[None], None, cache)
+        _, logits = _forward(target, torch.tensor([prompt_ids]), torch.arange(n)[None], None, cache)
         last = int(logits[-1].argmax())
         for i in range(steps):
             t0 = time.perf_counter()
-            _, logits = target.forward(torch.tensor([[last]]), torch.tensor([[n + i]]), None, cache)
+            _, logits = _forward(target, torch.tensor([[last]]), torch.tensor([[n + i]]), None, cache)
             last = int(logits[-1].argmax())
             out.append(time.perf_counter() - t0)
     return out
@@ -196,7 +216,7 @@ def prefill_times(g, target, prompt_ids, rounds):
             for last_only in (True, False):
                 cache = _new_cache(g)
                 t0 = time.perf_counter()
-                target.forward(torch.tensor([prompt_ids]), torch.arange(len(prompt_ids))[None], None, cache,
+                _forward(target, torch.tensor([prompt_ids]), torch.arange(len(prompt_ids))[None], None, cache,
                                last_logits_only=last_only)
                 out[last_only].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in out.items()}
@@ -229,7 +249,7 @@ def op_times(g, target, drafter, prompt_ids, settings, forwards=20):
             for profiled in (False, True):  # one unprofiled forward first, as a warm-up
                 with profile(activities=[ProfilerActivity.CPU]) if profiled else contextlib.nullcontext() as prof:
                     for _ in range(forwards if profiled else 1):
-                        target.forward(*args, cache)
+                        _forward(target, *args, cache)
                         kv.keep_tree_entries(cache, n, [])  # back to the prompt's cache
             out[name] = {e.key: e.self_cpu_time_total / 1000 / forwards for e in prof.key_averages()}
     names = set(out["one"]) | set(out["tree"])
@@ -272,7 +292,7 @@ def forward_medians(g, target, cache, n_prompt, calls, rounds):
     for _ in range(rounds):
         for key, (args, kw) in calls.items():
             t0 = time.perf_counter()
-            target.forward(*args, cache, **kw)
+            _forward(target, *args, cache, **kw)
             out[key].append(time.perf_counter() - t0)
             kv.keep_tree_entries(cache, n_prompt, [])  # back to the prompt's cache
     return {key: statistics.median(v) for key, v in out.items()}

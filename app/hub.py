@@ -395,7 +395,7 @@ class ModelHub:
                 copy: bool = False, weights: str = "") -> Resolved:
         """The target and drafter for one request; with ``copy``, the drafter has the
         copy proposer beside it (gumiho.proposers.copying); ``weights`` (app.inputs.RACE_WEIGHTS,
-        or "" for the model's own runtime) picks the runtime the default model runs on,
+        or "" for the default, float32) picks the runtime the default model runs on,
         and the target returned is the one both sides of a comparison run on. Raises
         GumihoError with a message for the user when they cannot load."""
         with self._lock:

@@ -75,7 +75,7 @@ COPY_DEFAULT = True
 # stored, run by llama.cpp (the library's default on a CPU where llama-cpp-python is
 # installed: every method runs faster there), or dequantised to float32 in PyTorch,
 # where a verify over a few tokens costs about one forward, as on a GPU, so drafting
-# pays. "" is the loaded model's own runtime. Other models always run in PyTorch.
+# pays. "" is the race's default, float32. Other models always run in PyTorch.
 WEIGHTS_AS_STORED, WEIGHTS_FLOAT32 = "as stored", "float32"
 RACE_WEIGHTS = (WEIGHTS_AS_STORED, WEIGHTS_FLOAT32)
 
@@ -88,7 +88,7 @@ class Request:
     target_id: str = ""
     drafter_path: str = ""
     copy: bool = False  # the copy proposer drafts beside the drafter
-    weights: str = ""  # RACE_WEIGHTS, or "" for the loaded model's own runtime
+    weights: str = ""  # RACE_WEIGHTS, or "" for the default (float32)
 
 
 def _number(value, name: str, what: str) -> float:

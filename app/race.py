@@ -35,7 +35,7 @@ from typing import AsyncIterator, Callable, Iterator, Optional
 
 import torch
 
-from gumiho import GenerationSettings, GumihoError, StepEvent, Target, TreeSettings, stream
+from gumiho import GenerationSettings, GumihoError, StepEvent, Target, TreeSettings, stream, summarize
 
 from .gpu import on_gpu
 from .hub import ModelHub
@@ -267,8 +267,8 @@ def fastest_run(target: Target, ids: list[int], settings: GenerationSettings, st
     if not events or events[-1].finish_reason == "stopped":
         return None
     tokens = [t for e in events for t in e.tokens]
-    return FastestRun(runtime=target.runtime.name, weights=target.runtime.weights, new_tokens=len(tokens),
-                      wall_s=events[-1].elapsed_s, text_same=tokens == [t for e in race_vanilla for t in e.tokens])
+    return FastestRun(runtime=target.runtime.name, weights=target.runtime.weights, stats=summarize(events),
+                      text_same=tokens == [t for e in race_vanilla for t in e.tokens])
 
 
 def race_settings(settings: GenerationSettings, target: Target) -> GenerationSettings:
@@ -413,9 +413,10 @@ def fastest_summary(result: RaceResult) -> Optional[dict]:
     if f is None:
         return None
     v = result.vanilla.stats().tokens_per_s
-    return {"method": "vanilla", "runtime": f.runtime, "weights": f.weights, "new_tokens": f.new_tokens,
-            "wall_s": round(f.wall_s, 4), "tokens_per_s": round(f.tokens_per_s, 3),
-            "over_race_vanilla": round(f.tokens_per_s / v, 4) if v > 0 else None,
+    st = f.stats
+    return {"method": "vanilla", "runtime": f.runtime, "weights": f.weights, "new_tokens": st.new_tokens,
+            "wall_s": round(st.wall_s, 4), "tokens_per_s": round(st.tokens_per_s, 3),
+            "over_race_vanilla": round(st.tokens_per_s / v, 4) if v > 0 else None,
             "text_same_as_race_vanilla": f.text_same}
 
 

@@ -291,9 +291,10 @@ def runtime_note(result: RaceResult, value: float) -> str:
     f = result.fastest
     if f is not None:
         v = result.vanilla.stats().tokens_per_s
-        ratio = f" ({f.tokens_per_s / v:.2f}× this race's vanilla)" if v > 0 else ""
+        tps = f.stats.tokens_per_s
+        ratio = f" ({tps / v:.2f}× this race's vanilla)" if v > 0 else ""
         note += (f" The fastest way to run this model on this machine is vanilla decoding of its {f.weights} weights "
-                 f"in {f.runtime}: {f.tokens_per_s:.1f} tokens/s on this prompt{ratio}, timed alone after the race. "
+                 f"in {f.runtime}: {tps:.1f} tokens/s on this prompt{ratio}, timed alone after the race. "
                  f"Drafting does not pay there on two cores: each extra token a verify carries costs about half a "
                  f"plain forward, where on these float32 weights, as on a GPU, a few tokens cost about one.")
     return note

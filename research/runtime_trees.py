@@ -1,9 +1,10 @@
 """Which draft tree each runtime wants: vanilla and the shipped Gumiho drafter with
-several trees, on the torch (float32) and the llama.cpp (4-bit, as stored) runtime,
+several trees, on the torch (float32) and the llama.cpp (4-bit) runtime (``--layout``: its file),
 the same prompts, interleaved per prompt, one process per runtime. The measurement
 behind TreeSettings.for_target (docs/llamacpp.md).
 
     python research/runtime_trees.py --runtime llama.cpp
+    python research/runtime_trees.py --runtime llama.cpp --layout q4_1   # the shipped file
     python research/runtime_trees.py --runtime torch
 
 Trees: the float32 CPU tree (TreeSettings.for_device("cpu"): 5 nodes, depth 3), the
@@ -30,8 +31,9 @@ def main():
     ap.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
     ap.add_argument("--limit", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--layout", default=None, help="the llama.cpp runtime's file (gumiho.runtimes.layouts: q4_0, q4_1)")
     args = ap.parse_args()
-    target = load_target(runtime=args.runtime)
+    target = load_target(runtime=args.runtime, layout=args.layout)
     drafter = load_drafter(shipped_drafter_path("gumiho"), target)
     with open(args.prompts) as f:
         prompts = [json.loads(line)["turns"][0] for line in f][: args.limit]
@@ -40,7 +42,8 @@ def main():
     methods = [("vanilla", None, cpu), ("gumiho, cpu tree", drafter, cpu),
                ("gumiho+copy, cpu tree", with_copy(drafter), cpu), ("gumiho, cost-aware", drafter, sized),
                ("gumiho, chain of 2", drafter, chain(2)), ("gumiho, chain of 1", drafter, chain(1)),
-               ("gumiho+copy, chain of 1", with_copy(drafter), chain(1)), ("copy only", with_copy(None), cpu)]
+               ("gumiho+copy, chain of 1", with_copy(drafter), chain(1)), ("copy only", with_copy(None), cpu),
+               ("copy only, cost-aware", with_copy(None), sized), ("gumiho+copy, cost-aware", with_copy(drafter), sized)]
     for _, proposer, tree in methods:  # first-call allocations (and the cost-aware tree's timing) off the clock
         generate(target, "Hello", proposer, GenerationSettings(max_new_tokens=4, tree=tree))
     totals = {name: [0.0, 0, 0, 0.0] for name, _, _ in methods}  # wall s, tokens, steps, drafting s

@@ -45,11 +45,14 @@ def users_threads(target):
     return target
 
 
-@pytest.fixture(scope="module")
-def lc_target():
+@pytest.fixture(scope="module", params=["q4_1", "q4_0"])
+def lc_target(request):
+    """The runtime on each file it offers (gumiho.runtimes.layouts): the shipped Q4_1 file
+    (the default) and the Q4_0 rewrite, whose products take llama.cpp's repacked kernels.
+    Exactness is a property of the kernels, so every claim is checked on both."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
     from gumiho.models import load_target
-    return users_threads(load_target(runtime="llama.cpp"))
+    return users_threads(load_target(runtime="llama.cpp", layout=request.param))
 
 
 def test_a_tree_verify_gives_each_row_the_one_token_forwards_bits(lc_target):
@@ -161,7 +164,10 @@ def auto_target():
 
 
 def test_auto_runs_the_embedded_gguf_in_llamacpp_with_its_own_tree(auto_target):
+    from gumiho.runtimes.layouts import DEFAULT_LAYOUT, LAYOUTS
+
     assert auto_target.runtime.name == "llama.cpp" and not auto_target.runtime.flat_verify
+    assert auto_target.runtime.weights == LAYOUTS[DEFAULT_LAYOUT].label
     chain = TreeSettings.for_target(auto_target)
     assert (chain.total_tokens, chain.depth) == (1, 1)
     view = auto_target.torch_view()

@@ -52,7 +52,10 @@ import torch
 from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
 from ..machine import cpu_summary
-from ..models import llamacpp_available, load_target  # the name models keeps wherever the runtime lives
+from ..models import llamacpp_available, load_target
+from ..runtimes.layouts import DEFAULT_LAYOUT, LAYOUTS, SHIPPED_LAYOUT
+from ..runtimes.llamacpp import KV_TYPE
+from .layouts import SIZES, candidate_targets, format_curves, verify_curves
 from .methods import resolve_drafters
 from .prompts import load_prompts, prompt_ids
 from .records import save
@@ -79,30 +82,45 @@ def engine_rows(target, prompts, max_new: int, log) -> tuple[list[dict], dict]:
 LLAMACPP_METHODS = ["vanilla", "gumiho", "gumiho+copy"]  # eagle3 reads inner layers, which llama.cpp keeps
 
 
+def runtime_engine(layout) -> str:
+    """The rows' engine name of this engine on the llama.cpp runtime with ``layout``."""
+    return "gumiho engine, llama.cpp runtime" + ("" if layout.key == DEFAULT_LAYOUT else f", {layout.quant}")
+
+
 def llamacpp_rows(prompts, ids: list, max_new: int, threads: int, log) -> tuple[list[dict], dict]:
-    """The GGUF as stored: this engine on the llama.cpp runtime, and llama-cpp-python
-    itself; with the bench record of the runtime's rows."""
+    """The 4-bit files: this engine on the llama.cpp runtime with each file it offers
+    (gumiho.runtimes.layouts), and llama-cpp-python itself on each; with the bench records
+    of the runtime's rows."""
+    rows, records = [], {}
+    for layout in LAYOUTS.values():
+        more, records[layout.key] = _llamacpp_layout_rows(layout, prompts, ids, max_new, threads, log)
+        rows += more
+    return rows, records
+
+
+def _llamacpp_layout_rows(layout, prompts, ids, max_new, threads, log):
     from llama_cpp import Llama
 
-    target = load_target(None, device="cpu", runtime="llama.cpp")
+    target = load_target(None, device="cpu", runtime="llama.cpp", layout=layout.key)
     drafters, _ = resolve_drafters(target, LLAMACPP_METHODS, {}, True, 0, warn=log)
     record = run_benchmark(target, drafters, prompts, BenchSettings(max_new_tokens=max_new, progress=False),
                            log=log)
     rows = []
     for name, m in record["methods"].items():
-        rows.append({"engine": "gumiho engine, llama.cpp runtime", "method": name, "batch": 1,
-                     "new_tokens": m["new_tokens"], "seconds": m["wall_s"], "tokens_per_s": m["tokens_per_s"],
-                     "tau": m["tau"]})
+        rows.append({"engine": runtime_engine(layout), "method": name, "batch": 1,
+                     "weights": target.runtime.weights, "new_tokens": m["new_tokens"], "seconds": m["wall_s"],
+                     "tokens_per_s": m["tokens_per_s"], "tau": m["tau"]})
     runtime_tokens = [generate(target, prompt_ids=p, settings=GenerationSettings(max_new_tokens=max_new)).tokens
                       for p in ids]
     eos = target.eos_ids
-    # As a user runs it (llama-cpp-python's defaults: flash attention off), and with flash
-    # attention on as the runtime runs it: the same kernels, so the same tokens.
-    for label, flash in (("defaults", False), ("flash attention", True)):
-        log(f"llama.cpp (llama-cpp-python, {label}) ...")
-        llm = Llama(model_path=target.runtime.path, n_ctx=4096, n_threads=threads, n_threads_batch=threads,
-                    flash_attn=flash, verbose=False)
-
+    # As a user runs it (llama-cpp-python's defaults: flash attention off, a float16 cache),
+    # and with the runtime's cache settings, which must give the runtime's tokens (the same kernels).
+    runs = [(target.runtime.path, target.runtime.weights, "defaults", {}),
+            (target.runtime.path, target.runtime.weights, "the runtime's cache",
+             {"flash_attn": True, "type_k": KV_TYPE, "type_v": KV_TYPE})]
+    for path, weights, label, extra in runs:
+        log(f"llama.cpp (llama-cpp-python, {weights}, {label}) ...")
+        llm = Llama(model_path=path, n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False, **extra)
         _llama_greedy(llm, ids[0][:16], max_new, eos)  # warm-up
         tokens, seconds = [], 0.0
         for p in ids:
@@ -110,9 +128,11 @@ def llamacpp_rows(prompts, ids: list, max_new: int, threads: int, log) -> tuple[
             tokens.append(_llama_greedy(llm, p, max_new, eos))
             seconds += time.perf_counter() - t0
         n = sum(len(t) for t in tokens)
-        rows.append({"engine": "llama.cpp (llama-cpp-python)", "method": f"vanilla, {label}", "batch": 1,
-                     "new_tokens": n, "seconds": round(seconds, 3), "tokens_per_s": round(n / seconds, 2),
-                     "identical_to_runtime_vanilla": tokens == runtime_tokens})
+        row = {"engine": "llama.cpp (llama-cpp-python)", "method": f"vanilla, {label}", "batch": 1,
+               "weights": weights, "new_tokens": n, "seconds": round(seconds, 3), "tokens_per_s": round(n / seconds, 2)}
+        if extra:
+            row["identical_to_runtime_vanilla"] = tokens == runtime_tokens
+        rows.append(row)
         del llm
     return rows, record
 
@@ -184,25 +204,43 @@ def _vllm_row(name: str, batch: int, out: dict, same: Optional[bool]) -> dict:
 def add_ratios(rows: list[dict]) -> list[dict]:
     """Each row's tokens/s over its own engine's vanilla at batch 1 (for a larger batch:
     what batching gains in throughput)."""
-    base = {r["engine"]: r["tokens_per_s"] for r in rows
-            if r["method"] in ("vanilla", "generate", "vanilla, defaults") and r["batch"] == 1}
+    base = {}
+    for r in rows:  # llama.cpp's first vanilla row is the shipped file's
+        if r["method"] in ("vanilla", "generate", "vanilla, defaults") and r["batch"] == 1:
+            base.setdefault(r["engine"], r["tokens_per_s"])
     for r in rows:
         own = base.get(r["engine"])
         r["ratio_to_own_vanilla"] = round(r["tokens_per_s"] / own, 3) if own else None
     return rows
 
 
-def as_stored_ratios(rows: list[dict]) -> dict:
-    """The issue's yardsticks: the llama.cpp runtime's vanilla over transformers'
-    generate and over llama.cpp itself, and its Gumiho with copying over its vanilla."""
-    tps = {(r["engine"], r["method"], r["batch"]): r["tokens_per_s"] for r in rows}
-    lc = tps.get(("gumiho engine, llama.cpp runtime", "vanilla", 1))
-    hf = tps.get(("transformers", "generate", 1))
-    peer = tps.get(("llama.cpp (llama-cpp-python)", "vanilla, defaults", 1))
-    best = tps.get(("gumiho engine, llama.cpp runtime", "gumiho+copy", 1))
+def targets(rows: list[dict], curves: Optional[dict], runtime: str = "gumiho engine, llama.cpp runtime") -> dict:
+    """The flat-verify yardsticks, each with its target and whether it is met: a 4-token
+    verify on the runtime's default file against a one-token forward (at most 1.3x);
+    Gumiho with copying on the runtime over the runtime's vanilla (at least 1.3x) and over
+    llama.cpp's vanilla on the shipped file (above 1); and the runtime's vanilla over
+    transformers and over llama.cpp on the shipped file (figures, no target)."""
+    def tps(engine, method, weights=None):
+        return next((r["tokens_per_s"] for r in rows if r["engine"] == engine and r["method"] == method
+                     and r["batch"] == 1 and (weights is None or r.get("weights") == weights)), None)
+
     ratio = lambda a, b: round(a / b, 3) if a and b else None  # noqa: E731
-    return {"runtime_vanilla_over_transformers": ratio(lc, hf), "runtime_vanilla_over_llamacpp": ratio(lc, peer),
-            "runtime_gumiho_copy_over_runtime_vanilla": ratio(best, lc)}
+    lc, best = tps(runtime, "vanilla"), tps(runtime, "gumiho+copy")
+    peer = tps("llama.cpp (llama-cpp-python)", "vanilla, defaults", LAYOUTS[SHIPPED_LAYOUT].label)
+    out = {"runtime_vanilla_over_transformers": ratio(lc, tps("transformers", "generate")),
+           "runtime_vanilla_over_llamacpp_shipped": ratio(lc, peer)}
+    weights = next((r.get("weights") for r in rows if r["engine"] == runtime), None)
+    quant = next((lay.quant for lay in LAYOUTS.values() if lay.label == weights), None)
+    curve = (curves or {}).get(f"llama.cpp {quant}")
+    verify4 = curve["relative"][SIZES.index(4)] if curve else None
+    for key, value, goal, met in (
+            ("verify_4_over_1_default_file", verify4, "<= 1.3", verify4 is not None and verify4 <= 1.3),
+            ("runtime_gumiho_copy_over_runtime_vanilla", ratio(best, lc), ">= 1.3",
+             ratio(best, lc) is not None and ratio(best, lc) >= 1.3),
+            ("runtime_gumiho_copy_over_llamacpp_shipped", ratio(best, peer), "> 1",
+             ratio(best, peer) is not None and ratio(best, peer) > 1)):
+        out[key] = {"value": value, "target": goal, "met": bool(met)}
+    return out
 
 
 def format_rows(rows: list[dict]) -> str:
@@ -247,9 +285,14 @@ def main(argv=None) -> int:
             lossless["torch runtime"] = record["lossless"]
         ids = [prompt_ids(target, p) for p in prompts]
         if not args.vllm_only and not args.no_llamacpp and llamacpp_available():
-            more, lc_record = llamacpp_rows(prompts, ids, args.max_new_tokens, args.threads, log)
+            more, lc_records = llamacpp_rows(prompts, ids, args.max_new_tokens, args.threads, log)
             rows += more
-            lossless["llama.cpp runtime"] = lc_record["lossless"]
+            for key, rec in lc_records.items():
+                lossless[f"llama.cpp runtime, {LAYOUTS[key].label}"] = rec["lossless"]
+        curves = None
+        if not args.vllm_only and not args.no_llamacpp and llamacpp_available():
+            log("verify cost curves of every candidate layout ...")
+            curves = verify_curves(candidate_targets(args.threads))
         if not args.no_vllm:
             sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
             with tempfile.TemporaryDirectory(prefix="gumiho-engines-") as work:
@@ -268,15 +311,26 @@ def main(argv=None) -> int:
                                  f"draft (vllm-gumiho plugin, eagle method)"}
     if not args.vllm_only:
         settings.update({"engine": f"torch {torch.__version__}, {args.threads} threads, the device's tree",
-                         "engine, llama.cpp runtime": "the runtime's tree, a chain of one (TreeSettings.for_target)",
-                         "llama.cpp": f"llama-cpp-python, {args.threads} threads, the embedded Q4_1 GGUF"})
+                         "engine, llama.cpp runtime": "the runtime's tree, a chain of one (TreeSettings.for_target), "
+                                                      "its default file (gumiho.runtimes.layouts)",
+                         "llama.cpp": f"llama-cpp-python 0.3.36, {args.threads} threads, the shipped Q4_1 file and the "
+                                      f"runtime's file; defaults: flash attention off, float16 cache"})
     result = {"prompts_file": os.path.basename(args.prompts), "prompts": len(prompts),
               "max_new_tokens": args.max_new_tokens, "threads": args.threads,
               "cpu": record.get("cpu") or cpu_summary(), "engine_lossless": lossless, "rows": rows,
               "settings": settings, **({"note": args.note} if args.note else {})}
-    if not args.vllm_only:
-        result["as_stored"] = as_stored_ratios(rows)
     print(format_rows(rows))
+    if not args.vllm_only:
+        result["verify_cost"] = curves
+        result["targets"] = {layout.label: targets(rows, curves, runtime_engine(layout))
+                             for layout in LAYOUTS.values()}
+        if curves:
+            print(format_curves(curves))
+        for weights, got in result["targets"].items():
+            print(f"llama.cpp runtime, {weights}:")
+            for key, t in got.items():
+                print(f"  {key}: {t['value']} (target {t['target']}: {'met' if t['met'] else 'not met'})"
+                      if isinstance(t, dict) else f"  {key}: {t}")
     if args.out:
         save(args.out, result)
     return 0

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 from gumiho import GenerationStats
 
 from . import palette
+from .plotroom import labels_that_fit, last_position, node_sizes, px_per_unit
 from .render import esc_plot, visible
 from .tokens import DrafterLayout
 
@@ -67,8 +68,8 @@ def _legend_below(fig: Figure) -> None:
     fig.layout["legend"]["y"] = round(-LEGEND_GAP_PX / plot_px, 4)
 
 
-def _note(fig: Figure, text: str) -> None:
-    fig.layout["annotations"].append({"text": text, "x": 0.5, "y": 0.5, "xref": "paper", "yref": "paper",
+def _note(fig: Figure, text: str, y: float = 0.5) -> None:
+    fig.layout["annotations"].append({"text": text, "x": 0.5, "y": y, "xref": "paper", "yref": "paper",
                                       "showarrow": False, "font": {"size": 13, "color": "#888"}})
 
 
@@ -94,12 +95,15 @@ def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[Drafter
     the run's tree did not let the heads draft are a grey band, labelled so: their
     zeros say nothing of the heads."""
     lay = _layout_or_default(layout)
-    depth = lay.depth
-    xs = list(range(1, depth + 1))
     steps = stats.verify_steps if stats is not None else 0
+    depth = lay.depth
     unc = stats.acceptance_by_position(depth) if steps else [0.0] * depth
     cond = stats.conditional_acceptance_by_position(depth) if steps else [0.0] * depth
     copied = stats.copied_acceptance_by_position(depth) if steps else [0.0] * depth
+    # The axis ends where the heads end; only a copied guess accepted beyond them extends it.
+    depth = last_position(lay.max_depth, [unc])
+    xs = list(range(1, depth + 1))
+    unc, cond, copied = unc[:depth], cond[:depth], copied[:depth]
     fig = _figure(f"Acceptance by draft position ({steps} verify steps)", height=400,
                   xaxis={"title": {"text": "draft position d"}, "tickmode": "linear", "dtick": 1,
                          "range": [0.4, depth + 0.6]},
@@ -121,8 +125,8 @@ def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[Drafter
         fig.data.append({"type": "bar", "x": xs, "y": [round(a, 4) for a in unc],
                          "name": "unconditional: P(accepted length ≥ d)", "marker": {"color": colours},
                          "hovertemplate": "position %{x}<br>unconditional %{y:.2f}<extra></extra>"})
-    # No line where nothing was drafted: a zero there would read as a measured one.
-    line = [None if d in skipped and d > lay.copy else round(c, 4) for d, c in zip(xs, cond)]
+    # No line where nothing was drafted or nothing was verified: a zero there would read as a measured one.
+    line = [None if not steps or (d in skipped and not a) else round(c, 4) for d, c, a in zip(xs, cond, unc)]
     fig.data.append({"type": "scatter", "mode": "lines+markers", "x": xs, "y": line,
                      "name": "conditional: P(d accepted | d−1 accepted)",
                      "line": {"color": "#333", "width": 2}, "marker": {"size": 7, "color": "#333"},
@@ -130,7 +134,7 @@ def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[Drafter
     _family_labels(fig, lay)
     _not_drafted_band(fig, lay)
     if not steps:
-        _note(fig, "no verify steps yet")
+        _note(fig, "no verify steps yet", NOTE_OVER_BAND if skipped else 0.5)
     return fig
 
 
@@ -144,8 +148,11 @@ def _family_labels(fig: Figure, lay: DrafterLayout) -> None:
             fig.layout["shapes"].append({"type": "line", "x0": s + 0.5, "x1": s + 0.5, "y0": 0, "y1": 1,
                                          "yref": "paper", "line": {"color": "#999", "dash": "dot"}})
     for x, text, head in spans:
-        fig.layout["annotations"].append({"x": x, "y": 1.07, "text": text, "showarrow": False,
-                                          "font": {"color": palette.plot_colour(head, 0, 1)}})
+        # From the left end of its positions rightwards: centred on one position, a name
+        # wider than it ran over the y axis's labels.
+        left = x - (min(s, drafted) if head == "serial" else drafted - s) / 2
+        fig.layout["annotations"].append({"x": left, "y": 1.07, "text": text, "showarrow": False,
+                                          "xanchor": "left", "font": {"color": palette.plot_colour(head, 0, 1)}})
 
 
 def _not_drafted_band(fig: Figure, lay: DrafterLayout, x_shift: float = 0.0) -> None:
@@ -156,21 +163,24 @@ def _not_drafted_band(fig: Figure, lay: DrafterLayout, x_shift: float = 0.0) -> 
     x0, x1 = skipped[0] - 0.5 + x_shift, skipped[-1] + 0.5 + x_shift
     fig.layout["shapes"].append({"type": "rect", "xref": "x", "yref": "paper", "x0": x0, "x1": x1, "y0": 0,
                                  "y1": 1, "layer": "below", "line": {"width": 0}, "fillcolor": NOT_DRAFTED_FILL})
-    fig.layout["annotations"].append({"x": (x0 + x1) / 2, "y": 0.5, "xref": "x", "yref": "paper",
+    fig.layout["annotations"].append({"x": (x0 + x1) / 2, "y": BAND_LABEL_Y, "xref": "x", "yref": "paper",
                                       "text": f"{'heads: ' if lay.copy else ''}not drafted<br>"
                                               f"(tree depth {lay.drafted_depth})",
                                       "showarrow": False, "font": {"size": 11, "color": "#777"}})
 
 
 NOT_DRAFTED_FILL = "#efefef"
+# Heights (fractions of the plot) of the band's label and of an empty plot's note
+# over it: apart, so that neither is drawn over the other.
+BAND_LABEL_Y, NOTE_OVER_BAND = 0.4, 0.78
 
 
 def accepted_length_figure(stats: Optional[GenerationStats], layout: Optional[DrafterLayout]) -> Figure:
     """How many drafted tokens each verify step kept (the bonus token not counted)."""
     lay = _layout_or_default(layout)
-    depth = lay.depth
-    xs = list(range(0, depth + 1))
     hist = list(stats.accepted_hist) if stats is not None else []
+    depth = last_position(lay.max_depth, [hist], start=0)  # the heads' last position, or a longer copied run
+    xs = list(range(0, depth + 1))
     ys = (hist + [0] * (depth + 1))[:depth + 1]
     total = sum(ys)
     mean = sum(k * c for k, c in enumerate(ys)) / total if total else 0.0
@@ -185,7 +195,7 @@ def accepted_length_figure(stats: Optional[GenerationStats], layout: Optional[Dr
     if not lay.copy:  # copied runs can be longer than the tree: then every length is possible
         _not_drafted_band(fig, lay)
     if not total:
-        _note(fig, "no verify steps yet")
+        _note(fig, "no verify steps yet", NOTE_OVER_BAND if lay.not_drafted() and not lay.copy else 0.5)
     return fig
 
 
@@ -339,7 +349,7 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
     drafted_below_last = any(parents[i] == last for i in range(1, n))
     xs = [p[0] for p in pos]
     ys = [p[1] for p in pos]
-    top = (max(ys) if ys else 0) + 1.2
+    top = (max(ys) if ys else 0) + 0.8
     bottom = (min(ys) if ys else 0) - 0.8
     max_x = int(max(max(xs, default=0), len(target_choices)))
     rows = len({round(v, 3) for v in ys})
@@ -348,9 +358,12 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
                   xaxis={"title": {"text": _families_title(lay, max_x)}, "tickmode": "array",
                          "tickvals": list(range(max_x + 1)), "ticktext": _column_heads(heads, depths, lay, max_x),
                          "side": "bottom", "range": [-0.4, max_x + 0.9], "zeroline": False, "showgrid": False},
-                  yaxis={"visible": False, "range": [bottom, top + 0.8]})
-    fig.layout["margin"] = {"l": 20, "r": 20, "t": 50, "b": 70}
+                  yaxis={"visible": False, "range": [bottom, top]})
+    # The target's choices sit in the top margin, under the title, clear of the nodes.
+    fig.layout["margin"] = {"l": 20, "r": 20, "t": TREE_TOP_PX, "b": 70, "autoexpand": False}
+    fig.layout["title"].update({"y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 8}})
     fig.layout["showlegend"] = False
+    unit_px = px_per_unit(height, fig.layout["margin"], (bottom, top))
     for d in range(1, max_x + 1):
         fig.layout["shapes"].append({"type": "rect", "xref": "x", "yref": "paper", "x0": d - 0.49, "x1": d + 0.49,
                                      "y0": 0, "y1": 1, "layer": "below", "line": {"width": 0}, "opacity": 0.55,
@@ -371,8 +384,12 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
     choice_at = {d: visible(c) for d, c in enumerate(target_choices, start=1)}
     colours, labels, hovers, sizes, outlines, symbols = [], [], [], [], [], []
     # Where rows are too tight for every label, the nodes a class reads keep theirs: the
-    # accepted path and the drafts competing with it at each depth; the others say it on hover.
-    labelled = set(range(n)) if roomy else acc | {i for i in range(1, n) if parents[i] in acc}
+    # accepted path, then the drafts competing with it at each depth, then the likeliest;
+    # a label that would touch one kept already is left to the hover.
+    competing = {i for i in range(1, n) if parents[i] in acc and i not in acc}
+    order = sorted(range(n), key=lambda i: (i not in acc, i not in competing, -probs[i] if i else 0.0))
+    labelled = labels_that_fit(xs, ys, order if roomy else [i for i in order if i in acc or i in competing],
+                               unit_px)
     for i in range(n):
         text = visible(tokens_text[i])
         short = node_label(text)
@@ -408,21 +425,25 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
     fig.data.append({"type": "scatter", "mode": "markers+text", "x": xs, "y": ys, "text": labels,
                      "textposition": "middle right", "textfont": {"size": 11}, "hovertext": hovers,
                      "hoverinfo": "text", "name": "nodes",
-                     "marker": {"color": colours, "size": sizes, "symbol": symbols,
+                     "marker": {"color": colours, "size": node_sizes(xs, ys, sizes, unit_px), "symbol": symbols,
                                 "line": {"color": outlines, "width": 2}}})
     for d, choice in choice_at.items():
+        # Two short lines: on one, a long token's box ran into its neighbours'.
+        short = esc_plot(node_label(choice))
         if d < broke:
-            text, border = f"✓ target: <b>{esc_plot(choice)}</b>", OK_EDGE
+            text, border = f"✓ target:<br><b>{short}</b>", OK_EDGE
         elif drafted_below_last:  # the drafts here were checked and none matched
-            text, border = f"✗ target: <b>{esc_plot(choice)}</b> (bonus)", NO_EDGE
+            text, border = f"✗ target (bonus):<br><b>{short}</b>", NO_EDGE
         else:  # the tree ended before this depth: nothing to reject
-            text, border = f"target: <b>{esc_plot(choice)}</b> (bonus)", "#bbb"
-        fig.layout["annotations"].append({"x": d, "y": top, "text": text, "showarrow": False,
+            text, border = f"target (bonus):<br><b>{short}</b>", "#bbb"
+        fig.layout["annotations"].append({"x": d, "y": 1, "yref": "paper", "yanchor": "bottom", "yshift": 4,
+                                          "text": text, "showarrow": False,
                                           "font": {"size": 11, "color": "#111"}, "bgcolor": "#f4f4f4",
                                           "bordercolor": border})
     return fig
 
 
+TREE_TOP_PX = 96  # the title, and under it the target's choices (two lines each)
 TREE_MAX_HEIGHT = 640  # px: the figure fits a laptop's or a projector's screen with its header
 ROW_PX = 20  # a row per leaf, enough for one line of 11 px text
 

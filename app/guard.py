@@ -12,7 +12,9 @@ those routes what it likes. Three rules keep a client to what the app offers:
   instead of the framework's own error text.
 * **The page's events as the page sends them.** A request of the page's own routes
   (:data:`PAGE_ROUTES`) must name one of the page's events and carry exactly its
-  values; anything else is refused here.
+  values, each of the kind and in the range its control holds, and a chained
+  event must follow the event it is chained to (app/values.py); anything else is
+  refused here, before Gradio's own checks would fail with a traceback in the log.
 
 Refusals are JSON ``{"ok": false, "message": ...}``, never a traceback.
 """
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import json
 from typing import Callable, Optional, Sequence
+
+from .values import Chains, Event, refusal
 
 API_NAME = "race"  # the one documented endpoint (app/tabs/api.py)
 PREFIX = "/gradio_api"
@@ -62,14 +66,18 @@ def complete_api_values(data, defaults: Sequence) -> list:
 
 
 class Guard:
-    """ASGI middleware applying the module's rules. ``events()`` gives, per queue
-    function index, how many values the event takes and whether it is the API
-    (read at request time: the page is assembled after the server object)."""
+    """ASGI middleware applying the module's rules. ``events()`` gives the page's
+    :class:`~app.values.Event` per function index, and ``session_blocks(hash)`` the
+    controls a session's events have changed (both read at request time: the page
+    is assembled after the server object)."""
 
-    def __init__(self, app, events: Callable[[], dict], api_defaults: Sequence):
+    def __init__(self, app, events: Callable[[], dict], api_defaults: Sequence,
+                 session_blocks: Callable[[str], Optional[dict]] = lambda _: None):
         self.app = app
         self.events = events
         self.api_defaults = list(api_defaults)
+        self.session_blocks = session_blocks
+        self.chains = Chains()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("method") != "POST":
@@ -106,11 +114,19 @@ class Guard:
         event = events.get(payload.get("fn_index")) if isinstance(payload.get("fn_index"), int) else None
         if event is None:
             raise Refusal(404, "No such event on this page.")
-        count, is_api = event
-        if is_api:
+        if event.is_api:
             payload["data"] = complete_api_values(payload.get("data", []), self.api_defaults)
-        elif not isinstance(payload.get("data"), list) or len(payload["data"]) != count:
-            raise Refusal(422, "This event is the page's own; it takes the values the page sends.")
+            return json.dumps(payload).encode("utf-8")
+        session = payload.get("session_hash")
+        if not isinstance(session, str) or not session or len(session) > 100:
+            raise Refusal(422, "This event is the page's own; it comes with the page's session.")
+        words = refusal(event.inputs, payload.get("data"), self.session_blocks(session))
+        if words:
+            raise Refusal(422, words)
+        fn = payload["fn_index"]
+        if event.after is not None and not self.chains.take(session, fn):
+            raise Refusal(409, "This event follows another of the page's; it was sent out of order.")
+        self.chains.sent(session, fn, events)
         return json.dumps(payload).encode("utf-8")
 
 
@@ -166,5 +182,14 @@ async def _answer(send, status: int, message: str) -> None:
 
 
 def page_events(blocks) -> dict:
-    """fn index -> (number of values, is the documented API) for every event of ``blocks``."""
-    return {fn_id: (len(fn.inputs), fn.api_name == API_NAME) for fn_id, fn in blocks.fns.items()}
+    """fn index -> :class:`~app.values.Event` for every event of ``blocks``."""
+    return {fn_id: Event(tuple(fn.inputs), fn.api_name == API_NAME, fn.trigger_after)
+            for fn_id, fn in blocks.fns.items()}
+
+
+def session_blocks(blocks, session: str) -> Optional[dict]:
+    """The controls of ``session`` as its events left them (None: a session not seen yet).
+    Read only: looking a session up through Gradio's holder would create it."""
+    state = getattr(blocks, "state_holder", None)
+    known = state.session_data.get(session) if state is not None else None
+    return known.blocks_config.blocks if known is not None else None

@@ -121,12 +121,25 @@ class Progress:
     vanilla: int = 0  # tokens produced so far
     gumiho: int = 0
 
+    prompt_tokens: int = 0
+    reading: str = ""  # the decoder reading the prompt now (its first step, the prefill); "" once it has
+    reading_since: float = 0.0
+
+    def read(self, label: str) -> None:
+        """``label``'s decoder starts reading the prompt ("" when it has read it)."""
+        self.reading, self.reading_since = label, time.perf_counter()
+
     def produced(self, vanilla: int, gumiho: int) -> None:
         """Called after every timed step with both decoders' token counts, outside
         both clocks (a subclass may react to the race's progress here)."""
         self.vanilla, self.gumiho = vanilla, gumiho
 
     def text(self) -> str:
+        if self.reading and self.phase in ("race", "vanilla", "gumiho"):
+            # A long prompt takes most of a minute to read on a busy CPU: say so, with the clock.
+            who = "vanilla decoding" if self.reading == "vanilla" else "Gumiho"
+            return (f"Reading the prompt for {who}: {self.prompt_tokens:,} tokens… "
+                    f"{time.perf_counter() - self.reading_since:.0f} s")
         if self.phase == "race":
             return (f"Timing vanilla and Gumiho in alternation… vanilla {self.vanilla}/{self.max_tokens}, "
                     f"Gumiho {self.gumiho}/{self.max_tokens} tokens")
@@ -218,7 +231,12 @@ def timed_race(target, ids, drafter, settings, stop: threading.Event, progress: 
                 if not lane.started and stop.is_set():
                     lane.done = True
                     continue
+                first = not lane.started
+                if first:
+                    progress.read(lane.label)
                 lane.advance(now)
+                if first:
+                    progress.read("")
                 progress.produced(vanilla.tokens, gumiho.tokens)
         finally:
             # The later-started stream first, so that the blocks are left in order
@@ -238,6 +256,7 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
     target = res.target
     settings = race_settings(req.settings, target)
     ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
+    progress.prompt_tokens = len(ids)
     try:
         v_events, g_events = timed_race(target, ids, res.drafter, settings, stop, progress, scheme, now)
         fastest = None

@@ -8,7 +8,7 @@ from typing import Optional
 from starlette.middleware import Middleware
 
 from . import gpu
-from .guard import Guard, page_events
+from .guard import Guard, page_events, session_blocks
 from .hub import ModelHub
 from .layout import build_app, load_css
 
@@ -30,7 +30,8 @@ def serve(host: Optional[str] = None, port: Optional[int] = None, hub: Optional[
     # its banners, toasts and the API's ``ok: false``. The guard refuses uploads (the
     # app has no file inputs; the size cap is a second line) and calls of anything
     # but the documented API (app/guard.py).
-    guard = Middleware(Guard, events=lambda: page_events(demo), api_defaults=demo.api_defaults)
+    guard = Middleware(Guard, events=lambda: page_events(demo), api_defaults=demo.api_defaults,
+                       session_blocks=lambda session: session_blocks(demo, session))
     demo.launch(server_name=host, server_port=port, css=load_css(), prevent_thread_lock=True, show_error=False,
                 run_history=False, max_file_size="1kb", app_kwargs={"middleware": [guard]})
     log = logging.getLogger("gumiho.app")

@@ -23,6 +23,7 @@ if not os.path.exists(CHROMIUM):
 from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
 
 from app_server import ROOT, running_app  # noqa: E402
+from test_figures_browser import OVERLAPS  # noqa: E402
 
 SCREENSHOT = os.path.join(ROOT, "assets", "screenshot.png")
 WALK_SCREENSHOT = os.path.join(ROOT, "assets", "walkthrough.png")
@@ -51,6 +52,13 @@ def set_number(page, label: str, value) -> None:
     box = page.locator(f"input[aria-label='number input for {label}']")
     box.fill(str(value))
     box.press("Enter")
+
+
+def check_no_text_over_text(page, *plots: str) -> None:
+    """No text of these plots drawn over another text or a node (issue 54)."""
+    for sel in plots:
+        found = page.evaluate(OVERLAPS, page.locator(sel).element_handle())
+        assert not found, (sel, found[:4])
 
 
 def rgb(css: str) -> tuple[int, int, int]:
@@ -119,6 +127,7 @@ def test_race_and_screenshot(server, browser):
         page.set_viewport_size({"width": width, "height": 1000})
         page.wait_for_timeout(600)  # the plots' relayout
         check_the_layout(page)
+        check_no_text_over_text(page, "#gm-acc-plot", "#gm-hist-plot", "#gm-speed-plot")
         page.screenshot(path=os.path.join(SHOTS, f"race_{width}.png"), full_page=True)
     page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
 
@@ -283,6 +292,7 @@ def test_walkthrough_shows_the_mlp_heads_plays_and_takes_the_races_tree(server, 
         page.set_viewport_size({"width": width, "height": 1000})
         page.wait_for_timeout(600)
         assert page.locator("#gm-walk-tree .main-svg").first.bounding_box()["height"] <= 700
+        check_no_text_over_text(page, "#gm-walk-tree")
         page.screenshot(path=os.path.join(SHOTS, f"walkthrough_{width}.png"), full_page=True)
     page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import threading
 import time
 
 from app import figures
@@ -81,8 +82,10 @@ def test_the_walkthrough_tree_fits_a_screen_and_keeps_the_labels_a_class_reads()
     assert fig.layout["height"] <= figures.TREE_MAX_HEIGHT <= 700
     labels = fig.trace("nodes")["text"]
     assert "The" in labels[1] and "cat" in labels[2]  # the accepted path
-    assert labels[8] == "‹,›"  # a lone comma, competing right after the path, stays readable
-    assert labels[9] == "w1"  # so do the other candidates after the path
+    # The candidates competing with the path keep theirs where a label has room: the comma
+    # right under " cat" would be drawn over it (rows are ~9 px apart here), the next one is not.
+    assert labels[8] == "" and "," in fig.trace("nodes")["hovertext"][8]
+    assert labels[9] == "w1" and labels[10] == "" and labels[11] == "w3"
     assert labels[4] == ""  # deeper, off the path, too tight to label: its token is in the hover
     assert "x" in fig.trace("nodes")["hovertext"][4]
     small = figures.tree_figure(["r", "a", "b"], [-1, 0, 0], [0, 1, 1], [1, .5, .5], [1], DrafterLayout(2, 7), ["a"])
@@ -111,3 +114,42 @@ def test_the_walkthrough_shows_its_progress_while_it_generates():
                             for p in progress), progress
     assert any("of at most 16 tokens" in p for p in progress)
     assert "verify steps for" in seen[-1][0] and seen[-1][1] is not None  # then the walk itself
+
+
+def test_the_race_says_it_is_reading_a_long_prompt():
+    """Issue 54, item 4: the longest prompt took a minute to read with nothing on the page.
+    The prefill is held until the banner has said so (a real race, its page event)."""
+    from app.inputs import parse_request
+    from app.tabs import race as race_tab
+
+    target = tiny_target("llama", vocab=320, hidden=32, eos=319, ctx=4096, seed=5)
+    target.tokenizer = TOK
+    forward, reading, said = target.forward, threading.Event(), threading.Event()
+
+    def held_prefill(tokens, past, *args, **kwargs):
+        if past == 0 and len(tokens) > 100:  # reading the prompt (the warm-up's are short)
+            reading.set()
+            said.wait(20)
+        return forward(tokens, past, *args, **kwargs)
+
+    target.forward = held_prefill
+    hub = ready_hub(target, _random_drafter(target, "gumiho"))
+    prompt = "The river runs past the mill. " * 60  # 1,800 byte tokens
+    req = parse_request(prompt, 2, 0.0, 1.0, 0, 3, 2, 4, "gumiho", "", "", access=hub.access)
+    rid = race_tab.RUNS.new()
+
+    async def banners():
+        out = []
+        async for item in race_tab.race_compute(hub, rid, req):
+            out.append(html.unescape(str(item[1])))
+            if "Reading the prompt" in out[-1]:
+                said.set()
+        return out
+
+    try:
+        seen = asyncio.run(banners())
+    finally:
+        said.set()
+        race_tab.RUNS.end(rid)
+    assert reading.is_set()
+    assert any("Reading the prompt for vanilla decoding: 1,800 tokens…" in b for b in seen), seen

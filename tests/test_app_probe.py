@@ -152,25 +152,34 @@ def test_the_page_events_are_not_in_the_api_description(probe_server):
 # ----------------------------------------------------------------------------- 5. the busy refusal
 
 
-def test_runs_beyond_the_bound_are_refused_with_the_documented_words(probe_server):
-    """Gradio's queue used to hold every run (its own limit of one at a time), so the
-    app's "The server is busy" never appeared; now the model thread is the queue."""
-    base, hub, _ = probe_server
+def while_busy(hub, calls, waiting: int = 2, timeout: float = 30.0) -> tuple[list, list]:
+    """Make the model busy, start every call of ``calls`` (thunks), and wait for the
+    ``waiting`` first to answer (those refused at once); then free the model. Returns
+    (the answers that came at once, every answer)."""
     gate = threading.Event()
     hub.submit(gate.wait)  # the model is busy
     while hub._worker.waiting():
         time.sleep(0.01)
     try:
-        with ThreadPoolExecutor(4) as pool:
-            futures = [pool.submit(call, base, "race", [f"Hello {i}", 2]) for i in range(4)]
-            deadline = time.time() + 30
-            while sum(f.done() for f in futures) < 2 and time.time() < deadline:
+        with ThreadPoolExecutor(len(calls)) as pool:
+            futures = [pool.submit(c) for c in calls]
+            deadline = time.time() + timeout
+            while sum(f.done() for f in futures) < waiting and time.time() < deadline:
                 time.sleep(0.05)
-            refused = [f.result()[1][0] for f in futures if f.done()]
+            at_once = [f.result() for f in futures if f.done()]
             gate.set()
-            answers = [f.result()[1][0] for f in futures]
+            return at_once, [f.result() for f in futures]
     finally:
         gate.set()
+
+
+def test_runs_beyond_the_bound_are_refused_with_the_documented_words(probe_server):
+    """Gradio's queue used to hold every run (its own limit of one at a time), so the
+    app's "The server is busy" never appeared; now the model thread is the queue."""
+    base, hub, _ = probe_server
+    at_once, answers = while_busy(hub, [lambda i=i: call(base, "race", [f"Hello {i}", 2]) for i in range(4)])
+    refused = [a[1][0] for a in at_once]
+    answers = [a[1][0] for a in answers]
     assert len(refused) == 2, "two runs wait for the model; the others are refused at once"
     for r in refused:
         assert r["ok"] is False and r["message"].startswith("The server is busy: 2 requests are already waiting")

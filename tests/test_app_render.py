@@ -275,8 +275,8 @@ def test_tree_figure_highlights_accepted_path_and_escapes_labels():
     assert colours[1] == palette.plot_colour("serial", 0, 2) and colours[3] == palette.plot_colour("serial", 1, 2)
     assert fig.trace("accepted path")["line"]["color"] == palette.ACCEPT_EDGE
     # The target's choice per depth: ticked along the path, crossed where it broke (a drafted "y" was there).
-    assert [a["text"] for a in fig.layout["annotations"]] == ["✓ target: <b>&lt;b&gt;</b>", "✓ target: <b>x</b>",
-                                                             "✗ target: <b>z</b> (bonus)"]
+    assert [a["text"] for a in fig.layout["annotations"]] == ["✓ target:<br><b>&lt;b&gt;</b>", "✓ target:<br><b>x</b>",
+                                                             "✗ target (bonus):<br><b>z</b>"]
     assert "rejected: the target chose z here" in nodes["hovertext"][4]
     assert "discarded" in nodes["hovertext"][2] or "rejected" in nodes["hovertext"][2]
     # Every depth's column is shaded in its family's hue: blues, then oranges.
@@ -286,7 +286,7 @@ def test_tree_figure_highlights_accepted_path_and_escapes_labels():
     assert pos[0][0] == 0 and pos[4][0] == 3
     # A tree that ended on the path: its bonus is no rejection.
     ended = figures.tree_figure(texts[:2], [-1, 0], [0, 1], [1, .6], [1], LAYOUT, ["<b>", "q"])
-    assert ended.layout["annotations"][-1]["text"] == "target: <b>q</b> (bonus)"
+    assert ended.layout["annotations"][-1]["text"] == "target (bonus):<br><b>q</b>"
 
 
 def test_tree_figure_and_heads_of_a_tree_with_copied_nodes():
@@ -668,7 +668,8 @@ def test_copied_tokens_have_their_own_hue_legend_and_title():
     # The bar at position 2 is the copy proposer's, not the MLP head's or the serial step's.
     drafter_part, copied_part = fig.data[0], fig.data[1]
     assert fig.layout["barmode"] == "stack" and copied_part["name"].endswith("copied from the context")
-    assert drafter_part["x"] == list(range(1, 9)) and drafter_part["marker"]["color"][7] == palette.COPY_PLOT
+    # The axis ends where the heads end (7): nothing was copied beyond them.
+    assert drafter_part["x"] == list(range(1, 8))
     assert drafter_part["y"][:2] == [1.0, 0.0] and copied_part["y"][:2] == [0.0, 1.0]
     assert copied_part["marker"]["color"] == palette.COPY_PLOT
     # Without copied tokens the figure keeps one bar trace.

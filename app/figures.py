@@ -151,8 +151,12 @@ def _family_labels(fig: Figure, lay: DrafterLayout) -> None:
         # From the left end of its positions rightwards: centred on one position, a name
         # wider than it ran over the y axis's labels.
         left = x - (min(s, drafted) if head == "serial" else drafted - s) / 2
-        fig.layout["annotations"].append({"x": left, "y": 1.07, "text": text, "showarrow": False,
-                                          "xanchor": "left", "font": {"color": palette.plot_colour(head, 0, 1)}})
+        # Above the plot area (paper coordinates), not at a data height: a conditional
+        # acceptance of 1.0 draws its marker at the top of the data range, and on a page
+        # that gives the plot less height a label inside the range sat on it.
+        fig.layout["annotations"].append({"x": left, "y": 1, "yref": "paper", "yanchor": "bottom", "yshift": 2,
+                                          "text": text, "showarrow": False, "xanchor": "left",
+                                          "font": {"color": palette.plot_colour(head, 0, 1)}})
 
 
 def _not_drafted_band(fig: Figure, lay: DrafterLayout, x_shift: float = 0.0) -> None:

@@ -101,6 +101,10 @@ def plot_cases():
             copied = [1 if d <= 2 else 0 for d in range(1, 9)] if copy else []
             yield (f"depth {depth}, copy {copy}", stats_for(lengths, copied),
                    DrafterLayout(copy=copy, tree_depth=depth))
+            # Every step accepted the whole tree: the conditional line runs along 1.0,
+            # under the families' names.
+            yield (f"depth {depth}, copy {copy}, all accepted", stats_for([depth] * 4, copied),
+                   DrafterLayout(copy=copy, tree_depth=depth))
 
 
 @pytest.mark.parametrize("viewport", sorted(HALF))

@@ -261,6 +261,10 @@ def test_the_shipped_drafter_is_lossless_on_a_long_prompt(lc_target, long_prompt
 def test_a_long_prompt_stays_lossless_through_cache_rebuilds(lc_target, long_prompt, monkeypatch):
     """Cells so few that buried drafts fill the cache within a few steps: it is rebuilt
     (the long prompt included) several times along the answer."""
+    from gumiho.runtimes.layouts import DEFAULT_LAYOUT, LAYOUTS
+
+    if lc_target.runtime.weights != LAYOUTS[DEFAULT_LAYOUT].label:
+        pytest.skip("the rebuild does not depend on the file; checked on the default one (saves CI minutes)")
     ids, ref = long_prompt
     monkeypatch.setattr(lc_target.runtime, "cells", len(ids) + 64)
     monkeypatch.setattr(lc_target.runtime, "_free", [])  # fresh contexts of that size

@@ -294,9 +294,9 @@ def race_settings(settings: GenerationSettings, target: Target) -> GenerationSet
     """The settings a race runs with on ``target``. The page's tree controls start at
     DEVICE_TREE, the tree sized for the float32 model on this device; a race left at
     them takes the tree of the runtime it runs on instead (TreeSettings.for_target),
-    which differs on llama.cpp: there a verify over k tokens costs about 1 + 0.5(k-1)
-    plain forwards, and the float32 CPU tree ran at 0.44x vanilla where the runtime's
-    chain of one ran at 0.79x (docs/llamacpp.md). A tree the page changed, and the
+    which differs on llama.cpp: there a verify over 4 tokens costs about 2.4 plain
+    forwards, and the float32 CPU tree ran at 0.43x vanilla where the runtime's chain of
+    one ran at 0.65x (docs/llamacpp.md). A tree the page changed, and the
     paper's, are raced as set; the result's legend says which depth ran."""
     if settings.tree != DEVICE_TREE:
         return settings

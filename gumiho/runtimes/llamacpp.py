@@ -116,8 +116,9 @@ class LlamaCppRuntime(Runtime):
     cache) handed out by :meth:`new_cache`. Contexts share the model's weights."""
 
     name = "llama.cpp"
-    # A forward over k tokens costs about 1 + 0.5(k-1) one-token forwards on two cores
-    # (docs/llamacpp.md): its 4-bit products are bound by arithmetic.
+    # A forward over 4 tokens costs 2.3-2.4 one-token forwards on two cores on every 4-bit
+    # layout measured, the repacked Q4_0 rewrite included (gumiho.bench.layouts,
+    # docs/llamacpp.md): its 4-bit products are bound by arithmetic.
     flat_verify = False
 
     def __init__(self, gguf_path: str, context_length: int, threads: Optional[int] = None,
@@ -185,11 +186,13 @@ class LlamaCppRuntime(Runtime):
 
     def default_tree(self, device):
         """A chain of one: the drafter's first guess alone. Measured on 8 MT-Bench prompts
-        (research/runtime_trees.py, benchmarks/asstored/runtime_trees-llama.cpp.txt): the
-        float32 CPU tree ran at 0.44x this runtime's vanilla, the cost-aware tree 0.57x, a
-        chain of two 0.56x, a chain of one 0.79x, the least slow. No tree beats vanilla
-        here on two cores: every extra verified token costs about half a forward, and
-        every drafting step beyond the first runs the drafter's Transformer again."""
+        (research/runtime_trees.py --layout q4_1|q4_0, benchmarks/asstored/runtime_trees-
+        llama.cpp.txt, benchmarks/layouts/runtime_trees-q4_0.txt): the float32 CPU tree ran at
+        0.43x / 0.40x this runtime's vanilla, the cost-aware tree 0.59x / 0.49x, a chain of
+        two 0.55x / 0.52x, a chain of one 0.65x / 0.65x (0.70x / 0.68x with copying), the
+        least slow on both files. No tree beats vanilla here on two cores: a verify over two
+        tokens costs 1.6 forwards, and every drafting step beyond the first runs the
+        drafter's Transformer again."""
         from ..tree import TreeSettings
 
         return TreeSettings(total_tokens=1, depth=1, serial_top_k=1, mlp_top_k=1, mlp_keep=1, full_tree=False,

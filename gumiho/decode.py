@@ -23,7 +23,7 @@ import math
 import operator
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Iterator, Optional, Union
 
 import torch
@@ -340,12 +340,14 @@ def generate(target: Target, prompt: Union[str, list, None] = None, drafter=None
              **overrides) -> GenerationResult:
     """Generate a whole answer. ``prompt`` (text or chat messages) goes through the
     target's chat template; ``prompt_ids`` bypasses it. Keyword overrides set
-    GenerationSettings fields (max_new_tokens=..., temperature=..., tree=...)."""
+    GenerationSettings fields (max_new_tokens=..., temperature=..., tree=...) on a
+    copy: the caller's ``settings`` stays as it was passed."""
     settings = check_settings(settings)
-    for k, v in overrides.items():
-        if not hasattr(settings, k):
+    known = {f.name for f in fields(GenerationSettings)}
+    for k in overrides:
+        if k not in known:
             raise GumihoError(f"Unknown generation setting {k!r}.")
-        setattr(settings, k, v)
+    settings = replace(settings, **overrides)
     ids = check_prompt_ids(prompt_ids, target) if prompt_ids is not None else target.encode(prompt)
     steps = list(stream(target, ids, drafter, settings))
     tokens = [t for s in steps for t in s.tokens]

@@ -125,6 +125,18 @@ def test_unknown_generation_setting(target):
         generate(target, prompt_ids=[5, 6, 7], temprature=0.5)
 
 
+def test_generate_leaves_the_callers_settings_as_they_were(chat_target):
+    """Keyword overrides apply to this call only: the settings object the caller
+    passed (and may pass again) keeps its own values."""
+    tree = TreeSettings(total_tokens=3, depth=2)
+    settings = GenerationSettings(max_new_tokens=20, tree=tree)
+    before = repr(settings)
+    result = generate(chat_target, prompt_ids=[5, 6, 7], settings=settings, max_new_tokens=3,
+                      tree=TreeSettings(total_tokens=2, depth=1))
+    assert len(result.tokens) <= 3
+    assert repr(settings) == before and settings.max_new_tokens == 20 and settings.tree is tree
+
+
 def test_bad_device_and_dtype():
     for device in ("tpu", "banana"):
         with pytest.raises(GumihoError, match="Unknown device"):

@@ -20,7 +20,7 @@ PROMPT = "Name three rivers of Europe and one city on each."
 @pytest.fixture(scope="module")
 def hub():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
-    from gumiho.models import load_target
+    from gumiho.loading import load_target
 
     h = ModelHub(default_loader=lambda: load_target(None, runtime="auto"), warmup=False)
     h.start()

@@ -8,7 +8,7 @@ import torch
 
 from gumiho import (Drafter, DrafterConfig, GenerationSettings, GumihoError, TreeSettings, generate, load_drafter,
                     load_target, stream)
-from gumiho.models import pick_device, pick_dtype
+from gumiho.loading import pick_device, pick_dtype
 
 from helpers import tiny_target
 

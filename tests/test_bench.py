@@ -278,7 +278,7 @@ def test_cli_drafter_for_another_model_is_refused(tmp_path, tiny_model_folder, c
 def test_registry_names_and_tree_flags():
     pytest.importorskip("gumiho.registry")
     from gumiho.bench import build_parser, registry_lookup, tree_from_args
-    from gumiho.models import DEFAULT_TARGET
+    from gumiho.loading import DEFAULT_TARGET
 
     assert registry_lookup("smollm2-135m-gumiho")["model"] == DEFAULT_TARGET
     assert registry_lookup("HuggingFaceTB/SmolLM2-360M") is None and registry_lookup(None) is None

@@ -1,6 +1,6 @@
 """The BENCHMARKS.md header names what the numbers depend on: the dtypes and the tree; a sampled
 record's speedup is a throughput ratio, and the report says so."""
-from gumiho.bench import report
+from gumiho.bench import records, report_sections, report_tables
 
 
 def test_header_names_the_dtypes_and_the_tree():
@@ -9,13 +9,13 @@ def test_header_names_the_dtypes_and_the_tree():
         "vanilla": {"tree": None, "drafter_dtype": None},
         "gumiho": {"tree": tree, "drafter_dtype": "bfloat16"},
         "serial": {"tree": tree, "drafter_dtype": "bfloat16"}}}
-    words = report.setup_words(rec)
+    words = report_tables.setup_words(rec)
     assert words == ("; target in float32; drafters in bfloat16; draft tree of 7 nodes plus up to 1 full-tree node, "
                      "depth 5, top-k 4 at the serial positions, 2 tokens per MLP head and path, "
                      "3 paths kept per MLP depth")
     # A record from before the drafter dtype was kept, without a full tree.
     old = {"dtype": "float32", "methods": {"gumiho": {"tree": dict(tree, full_tree=False)}}}
-    assert report.setup_words(old) == ("; target in float32; draft tree of 7 nodes, depth 5, top-k 4 at the serial "
+    assert report_tables.setup_words(old) == ("; target in float32; draft tree of 7 nodes, depth 5, top-k 4 at the serial "
                                        "positions, 2 tokens per MLP head and path, 3 paths kept per MLP depth")
     # A cost-aware tree: its cap, and how many nodes each method's steps verified on average.
     aware = dict(tree, total_tokens=11, depth=3, full_tree=False, cost_aware=True)
@@ -23,7 +23,7 @@ def test_header_names_the_dtypes_and_the_tree():
         "vanilla": {"tree": None},
         "gumiho": {"tree": aware, "drafter_dtype": "bfloat16", "mean_drafted": 5.17},
         "serial": {"tree": aware, "drafter_dtype": "bfloat16", "mean_drafted": 4.9}}}
-    assert report.setup_words(rec) == (
+    assert report_tables.setup_words(rec) == (
         "; target in float32; drafters in bfloat16; draft tree sized each step by the verify cost measured on "
         "this machine (gumiho.verifycost): at most 11 drafted nodes (drafted nodes per verify step: gumiho 5.2, "
         "serial 4.9), depth 3, top-k 4 at the serial positions, 2 tokens per MLP head and path, "
@@ -41,21 +41,21 @@ def test_speedups_follow_the_kind_of_ratio():
     old_sampled = {"methods": {"vanilla": _method(1.0, 16.0, 1.0), "gumiho": _method(1.6, 20.0, 2.0)},
                    "per_prompt": [{"methods": {"vanilla": {"new_tokens": 64, "wall_s": 4.0},
                                                "gumiho": {"new_tokens": 40, "wall_s": 2.0}}}] * 3}
-    assert report.record_speedup(old_sampled, "gumiho") == (1.25, "throughput")
-    assert report.record_speedup(old_sampled, "vanilla") == (1.0, "wall time")
+    assert records.record_speedup(old_sampled, "gumiho") == (1.25, "throughput")
+    assert records.record_speedup(old_sampled, "vanilla") == (1.0, "wall time")
     # A greedy record (same tokens): its own figure stands; a new record's kind is taken as written.
     greedy = {"methods": {"vanilla": _method(1.0, 16.0, 1.0), "gumiho": _method(1.6, 24.0, 1.5123)},
               "per_prompt": [{"methods": {"vanilla": {"new_tokens": 64, "wall_s": 4.0},
                                           "gumiho": {"new_tokens": 64, "wall_s": 2.64}}}]}
-    assert report.record_speedup(greedy, "gumiho") == (1.5123, "wall time")
+    assert records.record_speedup(greedy, "gumiho") == (1.5123, "wall time")
     new = {"methods": {"vanilla": _method(1.0, 16.0, 1.0, speedup_kind="wall time"),
                        "gumiho": _method(1.6, 20.0, 1.3, speedup_kind="throughput")}, "per_prompt": []}
-    assert report.record_speedup(new, "gumiho") == (1.3, "throughput")
+    assert records.record_speedup(new, "gumiho") == (1.3, "throughput")
     runs = [("MT-Bench", "mt_bench", old_sampled), ("GSM8K", "gsm8k", greedy)]
-    table = report.table(runs)
+    table = report_tables.table(runs)
     assert "| 20.0 | 1.25x (throughput) |" in table and "| 24.0 | 1.51x |" in table
-    assert "marked (throughput)" in report.speedup_words(runs)
-    assert report.speedup_words(runs[1:]) == ("**speedup** = vanilla wall time / method wall time on the same "
+    assert "marked (throughput)" in report_tables.speedup_words(runs)
+    assert report_tables.speedup_words(runs[1:]) == ("**speedup** = vanilla wall time / method wall time on the same "
                                               "prompts.")
 
 
@@ -81,12 +81,12 @@ def test_the_eagle3_section_pairs_the_two_kinds_per_prompt(tmp_path):
     (tmp_path / "training_summary_eagle3.json").write_text(json.dumps(
         {"kind": "eagle3", "parameters": 6.1e6, "steps": 240, "tokens_seen": 491520, "wall_s": 1800,
          "held_out": {"loss": 2.5, "top1_by_position": [0.5, 0.4]}}))
-    text = "\n".join(report.eagle3_section(tmp_path, resamples=200))
+    text = "\n".join(report_sections.eagle3_section(tmp_path, resamples=200))
     assert "| MT-Bench | 4 | 2.00 | 1.50 | +0.500" in text and "| GSM8K | 4 | 1.50 | 2.00 | -0.500" in text
     assert "gumiho's tau is above every other method's on 1 of 2 sets" in text
     assert "| eagle3 | 6.10M | 240 | 491,520 | 30 min | 2.500 | 0.50, 0.40 |" in text
     assert "MT-Bench 8/8, GSM8K 8/8" in text
-    assert report.eagle3_section(tmp_path / "nothing") == []
+    assert report_sections.eagle3_section(tmp_path / "nothing") == []
 
 
 def test_the_engine_section_says_who_wins_where(tmp_path):
@@ -108,7 +108,7 @@ def test_the_engine_section_says_who_wins_where(tmp_path):
     path = tmp_path / "engines.json"
     path.write_text(json.dumps({"rows": rows, "prompts": 10, "prompts_file": "mt_bench.jsonl", "max_new_tokens": 64,
                                 "cpu": "2 cores", "settings": {"engine": "2 threads", "vllm": "both cores"}}))
-    text = "\n".join(report.engines_section(path))
+    text = "\n".join(report_sections.engines_section(path))
     assert "| gumiho engine | gumiho+copy | 1 | 20.0 | 1.25x | tau 1.90 |" in text
     assert "| vLLM | n-gram | 1 | 17.0 | 0.94x | 0.40 accepted per draft |" in text
     assert "fastest configuration is gumiho engine gumiho+copy (20.0 tokens/s)" in text
@@ -116,13 +116,13 @@ def test_the_engine_section_says_who_wins_where(tmp_path):
     assert "vLLM overtakes it in throughput from batch 8 (90.0 tokens/s over the batch, 4.5x" in text
     rows[3]["tokens_per_s"] = 21.0
     path.write_text(json.dumps({**json.loads(path.read_text()), "rows": rows}))
-    assert "is not ahead of vLLM vanilla (21.0) at batch 1" in "\n".join(report.engines_section(path))
+    assert "is not ahead of vLLM vanilla (21.0) at batch 1" in "\n".join(report_sections.engines_section(path))
     # The 4-bit file run as stored (issue 40's rows) is told apart from the float32 engines.
     rows[3]["tokens_per_s"] = 18.0
     rows = add_ratios(rows + [row("gumiho engine, llama.cpp runtime", "vanilla", 1, 40.0, tau=1.0),
                               row("transformers", "generate", 1, 16.5)][:1])
     path.write_text(json.dumps({**json.loads(path.read_text()), "rows": rows}))
-    text = "\n".join(report.engines_section(path))
+    text = "\n".join(report_sections.engines_section(path))
     assert ("Among the engines that run the model in float32, Gumiho with copying is ahead at batch 1; the 4-bit "
             "file run as stored is faster: gumiho engine, llama.cpp runtime vanilla (40.0)") in text
     from gumiho.bench.engines import as_stored_ratios

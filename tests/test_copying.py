@@ -139,6 +139,31 @@ def test_copy_decoding_is_lossless_greedy(family):
     assert copied > 20 and accepted_copy > 5  # copy nodes were really proposed and accepted
 
 
+def test_every_node_records_the_head_that_proposed_it():
+    """The tree says who proposed each node (the learned drafter's serial steps and MLP
+    heads by their depth, the copy proposer's nodes, the root the target's), and the
+    events' tokens carry the same words: nothing downstream works it out again."""
+    target = tiny_target("llama", seed=3)
+    torch.manual_seed(0)
+    learned = Drafter(DrafterConfig.for_target(target.config, "gumiho")).eval().attach_target(target.model)
+    S = learned.cfg.serial_positions
+    prompt = _repetitive_prompts(96, 1, seed=1)[0]
+    families = set()
+    for drafter in (learned, with_copy(learned), with_copy(None)):
+        steps = list(stream(target, prompt, drafter, GenerationSettings(max_new_tokens=24, tree=TreeSettings(
+            total_tokens=12, depth=5, top_k=2, full_tree=True, full_tree_tokens=3)), keep_trees=True))
+        for s in steps[1:]:
+            tree = s.tree
+            assert len(tree.heads) == len(tree) and tree.heads[0] == "target"
+            for i in range(1, len(tree)):
+                want = "copy" if tree.is_copied(i) else ("serial" if tree.depths[i] <= S else "mlp")
+                assert tree.heads[i] == want
+            for node, e in zip(s.accepted_nodes, s.emitted):
+                assert e.head == tree.heads[node]
+            families |= set(tree.heads[1:])
+    assert families == {"serial", "mlp", "copy"}
+
+
 def test_copy_alone_is_prompt_lookup():
     """With no learned drafter every drafted node is a copy node, and a text that
     repeats the prompt is taken over in long runs."""

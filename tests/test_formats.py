@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from app.heads import head_label
 from gumiho import GenerationSettings, TreeSettings, load_drafter, stream
 from gumiho.drafter import Drafter, DrafterConfig
 from gumiho.errors import GumihoError
@@ -189,7 +190,7 @@ def test_eagle3_checkpoint_reads_as_the_published_math(tmp_path, target, layout)
 def test_imported_eagle3_is_lossless(tmp_path, target, layout, weights):
     folder, _, _ = eagle3_folder(tmp_path, layout, seed=3, weights_name=weights)
     drafter = load_drafter(folder, target)
-    heads = [h.label for h in as_proposer(drafter).heads]
+    heads = [head_label(h.family, h.kind) for h in as_proposer(drafter).heads]
     assert heads == ["EAGLE-3 draft layer"]
     assert_lossless(target, drafter)
 
@@ -266,7 +267,7 @@ def test_medusa_heads_read_as_published_and_are_lossless(tmp_path, target, layou
     with torch.no_grad():
         got = drafter.head_logits(torch.stack(drafter.run_heads(h), 1))
     assert torch.allclose(got, torch.stack(want, 1), atol=1e-4)
-    labels = [hd.label for hd in as_proposer(drafter).heads]
+    labels = [head_label(hd.family, hd.kind) for hd in as_proposer(drafter).heads]
     assert labels == ["Medusa heads"]
     assert_lossless(target, drafter)
 

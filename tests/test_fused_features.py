@@ -10,7 +10,7 @@ import torch
 from gumiho import Drafter, DrafterConfig, GenerationSettings, GumihoError, TreeSettings, load_target, stream
 from gumiho.drafter import default_feature_layers, kind_layout
 from gumiho.proposers import Budget, DraftSession
-from gumiho.models import load_drafter
+from gumiho.loading import load_drafter
 
 from helpers import tiny_target
 from test_lossless_greedy import prompts, run
@@ -289,7 +289,7 @@ def test_eagle_is_listed_only_once_its_drafter_ships(monkeypatch):
 def test_reports_include_eagle_where_the_records_have_it(tmp_path):
     """compare_drafters compares with eagle by default only when every record ran it;
     the report adds its row and a sentence, and records without it read as before."""
-    from gumiho.bench import compare_drafters as compare, report
+    from gumiho.bench import compare_drafters as compare, records, report_tables
 
     def record(methods):
         per_prompt = [{"methods": {m: {"new_tokens": 60, "target_forwards": f} for m, f in methods.items()}}] * 4
@@ -305,7 +305,7 @@ def test_reports_include_eagle_where_the_records_have_it(tmp_path):
     assert compare.default_against(new_only) == ("serial", "parallel", "eagle")
     assert "eagle tau" in compare.compare(new_only, resamples=200) and "eagle" not in compare.compare(both,
                                                                                                     resamples=200)
-    runs = report.load(both)
-    assert "| MT-Bench | eagle | 1.71 |" in report.table(runs) and "| GSM8K | eagle" not in report.table(runs)
-    assert report.wins(runs).endswith("EAGLE-2 baseline's (eagle) on 1 of the 1 sets that ran it.")
-    assert report.wins(report.load(both[1:])) == "Gumiho's tau is above both ablations on 1 of 1 sets."
+    runs = records.load(both)
+    assert "| MT-Bench | eagle | 1.71 |" in report_tables.table(runs) and "| GSM8K | eagle" not in report_tables.table(runs)
+    assert report_tables.wins(runs).endswith("EAGLE-2 baseline's (eagle) on 1 of the 1 sets that ran it.")
+    assert report_tables.wins(records.load(both[1:])) == "Gumiho's tau is above both ablations on 1 of 1 sets."

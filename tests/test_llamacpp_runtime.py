@@ -48,7 +48,7 @@ def users_threads(target):
 @pytest.fixture(scope="module")
 def lc_target():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
-    from gumiho.models import load_target
+    from gumiho.loading import load_target
     return users_threads(load_target(runtime="llama.cpp"))
 
 
@@ -105,7 +105,7 @@ def test_speculative_decoding_on_llamacpp_emits_vanillas_tokens(lc_target, cells
 
 
 def test_the_shipped_drafter_on_llamacpp_is_lossless(lc_target):
-    from gumiho.models import load_drafter, shipped_drafter_path
+    from gumiho.loading import load_drafter, shipped_drafter_path
 
     drafter = load_drafter(shipped_drafter_path("gumiho"), lc_target)
     # The runtime's own tree (a chain of one) and the float32 CPU tree, which branches.
@@ -117,7 +117,7 @@ def test_the_shipped_drafter_on_llamacpp_is_lossless(lc_target):
 
 
 def test_a_drafter_reading_inner_layers_is_refused_in_words(lc_target):
-    from gumiho.models import load_drafter, shipped_drafter_path
+    from gumiho.loading import load_drafter, shipped_drafter_path
 
     drafter = load_drafter(shipped_drafter_path("eagle3"), lc_target)
     with pytest.raises(GumihoError, match='inner layers.*load_target\\(runtime="torch"\\)'):
@@ -125,7 +125,7 @@ def test_a_drafter_reading_inner_layers_is_refused_in_words(lc_target):
 
 
 def test_an_unknown_runtime_or_another_model_is_refused_in_words():
-    from gumiho.models import load_target
+    from gumiho.loading import load_target
 
     with pytest.raises(GumihoError, match="Unknown runtime"):
         load_target(runtime="onnx")
@@ -137,26 +137,26 @@ def test_an_unknown_runtime_or_another_model_is_refused_in_words():
 
 
 def test_auto_is_the_default_and_picks_llamacpp_only_where_it_runs(monkeypatch):
-    from gumiho import models
+    from gumiho.loading import runtime
 
     monkeypatch.delenv("GUMIHO_RUNTIME", raising=False)
-    assert models.pick_runtime(None) == "auto"
+    assert runtime.pick_runtime(None) == "auto"
     monkeypatch.setenv("GUMIHO_RUNTIME", "float32")
-    assert models.pick_runtime(None) == "torch"
+    assert runtime.pick_runtime(None) == "torch"
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    monkeypatch.setattr(models, "llamacpp_available", lambda: True)
-    assert models.resolve_runtime("auto", True, cpu) == "llama.cpp"
-    assert models.resolve_runtime("auto", False, cpu) == "torch"  # another model: no GGUF of it to run
-    assert models.resolve_runtime("auto", True, cuda) == "torch"  # llama.cpp runs it on the CPU only
-    assert models.resolve_runtime("torch", True, cpu) == "torch"  # asked for by name
-    monkeypatch.setattr(models, "llamacpp_available", lambda: False)
-    assert models.resolve_runtime("auto", True, cpu) == "torch"  # not installed: float32, still working
+    monkeypatch.setattr(runtime, "llamacpp_available", lambda: True)
+    assert runtime.resolve_runtime("auto", True, cpu) == "llama.cpp"
+    assert runtime.resolve_runtime("auto", False, cpu) == "torch"  # another model: no GGUF of it to run
+    assert runtime.resolve_runtime("auto", True, cuda) == "torch"  # llama.cpp runs it on the CPU only
+    assert runtime.resolve_runtime("torch", True, cpu) == "torch"  # asked for by name
+    monkeypatch.setattr(runtime, "llamacpp_available", lambda: False)
+    assert runtime.resolve_runtime("auto", True, cpu) == "torch"  # not installed: float32, still working
 
 
 @pytest.fixture(scope="module")
 def auto_target():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
-    from gumiho.models import load_target
+    from gumiho.loading import load_target
     return users_threads(load_target(runtime="auto"))
 
 
@@ -174,7 +174,7 @@ def test_one_target_decodes_every_generation_on_its_own_runtime(auto_target):
     """A target loaded once gives the same text with and without each shipped drafter:
     no drafter moves its generation to another runtime. One that reads inner layers
     (eagle3) is refused in words with the fix, not run elsewhere."""
-    from gumiho.models import load_drafter, shipped_drafter_path
+    from gumiho.loading import load_drafter, shipped_drafter_path
     from gumiho.proposers import as_proposer
 
     s = GenerationSettings(max_new_tokens=24)
@@ -240,7 +240,7 @@ def long_prompt(lc_target):
 
 
 def test_the_shipped_drafter_is_lossless_on_a_long_prompt(lc_target, long_prompt):
-    from gumiho.models import load_drafter, shipped_drafter_path
+    from gumiho.loading import load_drafter, shipped_drafter_path
     from gumiho.proposers import with_copy
 
     ids, ref = long_prompt

@@ -141,8 +141,8 @@ def test_missing_folder_unsupported_and_undecodable_files(tmp_path):
 def test_the_error_is_a_gumiho_error_and_every_command_refuses_alike(tmp_path, capsys, monkeypatch):
     """The bench and distillation read the same file the same way and print the same message."""
     assert issubclass(PromptFileError, GumihoError)
-    import gumiho.models
-    monkeypatch.setattr(gumiho.models, "load_target", lambda *a, **k: pytest.fail("model must not be loaded"))
+    import gumiho.loading
+    monkeypatch.setattr(gumiho.loading, "load_target", lambda *a, **k: pytest.fail("model must not be loaded"))
     from gumiho import bench
 
     path = write(tmp_path, lines({"prompt": "ok"}, {"turns": ["  "]}))

@@ -197,7 +197,7 @@ class _FakeDrafter(Proposer):
     (the fake stream below stands in for decoding)."""
 
     name = "gumiho"
-    heads = (Head("serial", "serial Transformer", (1, 2)), Head("mlp", "MLP heads", (3,)))
+    heads = (Head("serial", (1, 2), kind="gumiho"), Head("mlp", (3,), kind="gumiho"))
 
 
 FAKE_DRAFTER = _FakeDrafter()

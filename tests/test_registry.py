@@ -6,7 +6,7 @@ import torch
 
 import gumiho.registry as registry
 from gumiho import GumihoError, TreeSettings
-from gumiho.models import DEFAULT_TARGET, load_drafter
+from gumiho.loading import DEFAULT_TARGET, load_drafter
 from gumiho.registry import OFFICIAL_TREE, get, lookup, names, resolve
 
 from helpers import tiny_target

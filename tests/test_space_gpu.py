@@ -21,7 +21,8 @@ import torch
 from gumiho import GumihoError, TreeSettings
 from app import gpu
 from app import hub as hub_module
-from app.hub import ModelHub, ModelThread, _random_drafter
+from app.hub import ModelHub, _random_drafter
+from app.jobs import ModelThread
 from app.inputs import DEVICE_TREE, parse_request
 from app.race import Progress, compute_race
 from app.walkthrough import compute_walk
@@ -177,7 +178,7 @@ import app
 from app import gpu, inputs
 from app.hub import ModelHub
 from app.race import compute_race
-from gumiho.models import prepare_target
+from gumiho.loading import prepare_target
 from transformers import LlamaConfig, LlamaForCausalLM
 
 assert gpu.ZERO_GPU and torch.cuda.is_available() and gpu.model_device() == "cuda"

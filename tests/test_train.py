@@ -11,7 +11,9 @@ from gumiho.drafter import Drafter
 from gumiho.train import data as tdata
 from gumiho.train import shards
 from gumiho.train.__main__ import main as train_main
-from gumiho.train.loop import TrainConfig, _ckpt_path, mixed_precision, train
+from gumiho.train.config import TrainConfig, mixed_precision
+from gumiho.train.loop import train
+from gumiho.train.resume import checkpoint_path
 from gumiho.train.objective import LossConfig, draft_forward
 
 from helpers import tiny_target
@@ -103,8 +105,8 @@ def test_eagle3_trains_on_fused_layers_with_cross_entropy_alone(setup, tmp_path)
 
 def assert_same_checkpoint(out_a, out_b, step: int):
     """Both runs' checkpoints are at ``step`` with bit-identical drafter weights."""
-    a = torch.load(_ckpt_path(out_a), weights_only=False)
-    b = torch.load(_ckpt_path(out_b), weights_only=False)
+    a = torch.load(checkpoint_path(out_a), weights_only=False)
+    b = torch.load(checkpoint_path(out_b), weights_only=False)
     assert a["step"] == b["step"] == step
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
@@ -118,7 +120,7 @@ def test_resume_is_bit_for_bit(setup, tmp_path, precision):
     paused = cfg_for(data, tmp_path / "paused", max_steps=8, stop_at_step=3, checkpoint_every=1000,
                      precision=precision)
     train(paused, target.model, "tiny", {1}, log=lambda m: None)
-    assert torch.load(_ckpt_path(paused.out), weights_only=False)["step"] == 3
+    assert torch.load(checkpoint_path(paused.out), weights_only=False)["step"] == 3
     paused.stop_at_step = None
     summary = train(paused, target.model, "tiny", {1}, log=lambda m: None)
     assert_same_checkpoint(full.out, paused.out, step=8)

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gumiho.train.loop import TrainConfig, _ckpt_path, train
+from gumiho.train.config import TrainConfig
+from gumiho.train.loop import train
+from gumiho.train.resume import checkpoint_path
 from gumiho.train.objective import LossConfig
 
 from helpers import tiny_target
@@ -55,7 +57,7 @@ def in_process(cfg: dict):
 
 
 def checkpoint(out):
-    return torch.load(_ckpt_path(out), weights_only=False)
+    return torch.load(checkpoint_path(out), weights_only=False)
 
 
 def test_three_processes_train_what_one_process_trains(data, tmp_path):

@@ -42,7 +42,7 @@ import torch
 from gumiho import generate, load_target
 from gumiho.bench.prompts import load_prompts, prompt_ids
 from gumiho.export.__main__ import main as export_main
-from gumiho.models import shipped_drafter_path
+from gumiho.loading import shipped_drafter_path
 from gumiho.serving.vllm_env import run_vllm
 from vllm_fixtures import engine_chain, exported_default, vllm_python  # noqa: F401  (fixtures)
 
@@ -394,9 +394,9 @@ def test_the_plugin_swaps_in_its_proposer_and_refuses_an_untested_vllm_in_words(
 
 
 def test_the_serving_section_compares_each_row_with_vanilla_at_its_own_batch_size(tmp_path):
-    """BENCHMARKS.md's serving section (gumiho.bench.report.serving_section) from an
+    """BENCHMARKS.md's serving section (gumiho.bench.report_sections.serving_section) from an
     engines record: ratios to vLLM vanilla at the same batch, and a verdict per batch."""
-    from gumiho.bench.report import serving_section
+    from gumiho.bench.report_sections import serving_section
 
     def row(method, batch, tps, **extra):
         return {"engine": "vLLM", "method": method, "batch": batch, "tokens_per_s": tps,

@@ -113,7 +113,7 @@ def vllm_eagle3(vllm_python, exported_default, drafter_export, prompt_ids):
 @pytest.fixture(scope="module")
 def engine_eagle3_chain(default_target):
     """Prompt ids, the engine's tokens and its accepted tokens per draft with the shipped eagle3 drafter."""
-    from gumiho.models import shipped_drafter_path
+    from gumiho.loading import shipped_drafter_path
 
     prompt_ids = [default_target.encode(p) for p in PROMPTS]
     return (prompt_ids, *engine_chain_acceptance(default_target, shipped_drafter_path("eagle3"), prompt_ids))
@@ -121,7 +121,7 @@ def engine_eagle3_chain(default_target):
 
 @pytest.fixture(scope="module")
 def shipped_eagle3_export(tmp_path_factory):
-    from gumiho.models import shipped_drafter_path
+    from gumiho.loading import shipped_drafter_path
 
     assert shipped_drafter_path("eagle3"), "the eagle3 drafter is shipped (assets/drafters/smollm2-135m-eagle3)"
     folder = tmp_path_factory.mktemp("eagle3") / "export"

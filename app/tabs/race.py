@@ -16,7 +16,7 @@ import torch
 
 from gumiho import CopySettings
 from gumiho.errors import GumihoError
-from gumiho.models import pick_runtime, resolve_runtime
+from gumiho.loading import pick_runtime, resolve_runtime
 
 from .. import figures, gpu
 from ..access import Access

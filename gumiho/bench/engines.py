@@ -52,7 +52,7 @@ import torch
 from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
 from ..machine import cpu_summary
-from ..models import llamacpp_available, load_target  # the name models keeps wherever the runtime lives
+from ..loading import llamacpp_available, load_target  # the name models keeps wherever the runtime lives
 from .methods import resolve_drafters
 from .prompts import load_prompts, prompt_ids
 from .records import save

@@ -20,7 +20,7 @@ from app.inputs import MAX_WAITING, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAP
 from app.layout import build_app
 from app.race import compute_race
 from app.render import render_legend, render_result
-from app.tabs import race as race_tab
+from app.tabs import race_settings
 from app.tokens import DrafterLayout
 
 from helpers import ROOT
@@ -109,7 +109,7 @@ def test_the_page_has_the_paper_tree_button_and_says_its_cost():
     assert props["gm-run-paper"]["value"] == "Race with the paper's tree"
     shape = props["gm-tree-shape"]
     assert [v for _, v in shape["choices"]] == [SIZED_SHAPE, PAPER_SHAPE] and shape["value"] == SIZED_SHAPE
-    assert "slower than vanilla" in race_tab.paper_tree_note() and "teaching" in race_tab.paper_tree_note()
+    assert "slower than vanilla" in race_settings.paper_tree_note() and "teaching" in race_settings.paper_tree_note()
     # The button chooses the paper's tree, then runs the race's own steps.
     chosen = next(d for d in config["dependencies"] if d["targets"] and any(
         t[0] == next(c["id"] for c in config["components"] if c["props"].get("elem_id") == "gm-run-paper")

@@ -143,6 +143,17 @@ class DrafterLayout:
             out.append(Head("copy", tuple(range(1, self.copy + 1)), kind="copy"))
         return tuple(out)
 
+    def family_at(self, depth: int) -> str:
+        """The head family that drafts position ``depth`` (as the proposer's heads say):
+        where a node does not say who proposed it, and for a column with no node.
+        Deeper than the drafter's heads reach only copied tokens go; 0 is the root."""
+        if depth <= 0:
+            return "root"
+        for head in self.named_heads:
+            if head.family != "copy" and depth in head.positions:
+                return head.family
+        return "copy"
+
     def label_of(self, family: str) -> str:
         """The legend's words for the head of ``family`` ("serial", "mlp", "copy")."""
         for head in self.named_heads:

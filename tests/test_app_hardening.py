@@ -16,11 +16,12 @@ import pytest
 from gumiho import GenerationSettings, GumihoError, TreeSettings, stream
 from app import layout
 from app.access import Access
-from app.figures import tree_figure
+from app.treeplot import tree_figure
 from app.hub import ModelHub, Resolved, _random_drafter
 from app.jobs import BUSY, ModelThread
 from app.inputs import parse_request
-from app.race import compute_race, error_summary, replay_frames
+from app.race import compute_race, replay_frames
+from app.race_summary import error_summary
 from app.render import render_result, render_run, render_stats
 from app.tokens import DrafterLayout
 

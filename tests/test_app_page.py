@@ -9,7 +9,7 @@ import html
 import json
 import time
 
-from app import figures
+from app import treeplot
 from app.hub import ModelHub, _random_drafter
 from app.layout import build_app, load_examples
 from app.render import render_banner
@@ -77,15 +77,15 @@ def test_the_walkthrough_tree_fits_a_screen_and_keeps_the_labels_a_class_reads()
         depths.append(2)
     n = len(parents)
     texts = ["root", "The", " cat"] + ["x"] * 5 + ["," if k == 0 else f"w{k}" for k in range(50)]
-    fig = figures.tree_figure(texts, parents, depths, [0.5] * n, [1, 2], DrafterLayout(2, 7), ["The", " dog"])
-    assert fig.layout["height"] <= figures.TREE_MAX_HEIGHT <= 700
+    fig = treeplot.tree_figure(texts, parents, depths, [0.5] * n, [1, 2], DrafterLayout(2, 7), ["The", " dog"])
+    assert fig.layout["height"] <= treeplot.TREE_MAX_HEIGHT <= 700
     labels = fig.trace("nodes")["text"]
     assert "The" in labels[1] and "cat" in labels[2]  # the accepted path
     assert labels[8] == "‹,›"  # a lone comma, competing right after the path, stays readable
     assert labels[9] == "w1"  # so do the other candidates after the path
     assert labels[4] == ""  # deeper, off the path, too tight to label: its token is in the hover
     assert "x" in fig.trace("nodes")["hovertext"][4]
-    small = figures.tree_figure(["r", "a", "b"], [-1, 0, 0], [0, 1, 1], [1, .5, .5], [1], DrafterLayout(2, 7), ["a"])
+    small = treeplot.tree_figure(["r", "a", "b"], [-1, 0, 0], [0, 1, 1], [1, .5, .5], [1], DrafterLayout(2, 7), ["a"])
     assert all(small.trace("nodes")["text"])  # a small tree labels every node
 
 

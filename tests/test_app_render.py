@@ -12,10 +12,11 @@ import threading
 import pytest
 
 from gumiho import EmittedToken, GenerationSettings, GumihoError, RejectedToken, StepEvent, TreeSettings, stream
-from app import figures, palette
+from app import figures, palette, treeplot
 from app.hub import ModelHub, Resolved
 from app.inputs import DEVICE_TREE, MAX_PROMPT_CHARS, parse_request
-from app.race import Runs, compute_race, in_background, replay_frames, summary
+from app.race import Runs, compute_race, in_background, replay_frames
+from app.race_summary import summary
 from app.render import esc, render_legend, render_result, render_stats, render_steps, visible
 from app.tokens import Detokenizer, DrafterLayout, RaceResult, record, step_views
 from app.hub import _random_drafter
@@ -260,7 +261,7 @@ def test_figures_are_plotly_json_that_gr_plot_accepts():
 
 def test_tree_figure_highlights_accepted_path_and_escapes_labels():
     texts = ["root", "<b>", " a", "x", "y"]
-    fig = figures.tree_figure(texts, [-1, 0, 0, 1, 3], [0, 1, 1, 2, 3], [1, .6, .3, .5, .4], [1, 3], LAYOUT,
+    fig = treeplot.tree_figure(texts, [-1, 0, 0, 1, 3], [0, 1, 1, 2, 3], [1, .6, .3, .5, .4], [1, 3], LAYOUT,
                               ["<b>", "x", "z"])
     nodes = fig.trace("nodes")
     assert nodes["text"][1] == "<b>&lt;b&gt;</b>"  # accepted: bold, and the token's own "<b>" escaped
@@ -282,24 +283,21 @@ def test_tree_figure_highlights_accepted_path_and_escapes_labels():
     # Every depth's column is shaded in its family's hue: blues, then oranges.
     bands = [sh["fillcolor"] for sh in fig.layout["shapes"] if sh["type"] == "rect"]
     assert bands == [palette.token_background("serial", 1, 2)] * 2 + [palette.token_background("mlp", 4, 5)]
-    pos = figures.tree_positions([-1, 0, 0, 1, 3])
+    pos = treeplot.tree_positions([-1, 0, 0, 1, 3])
     assert pos[0][0] == 0 and pos[4][0] == 3
     # A tree that ended on the path: its bonus is no rejection.
-    ended = figures.tree_figure(texts[:2], [-1, 0], [0, 1], [1, .6], [1], LAYOUT, ["<b>", "q"])
+    ended = treeplot.tree_figure(texts[:2], [-1, 0], [0, 1], [1, .6], [1], LAYOUT, ["<b>", "q"])
     assert ended.layout["annotations"][-1]["text"] == "target: <b>q</b> (bonus)"
 
 
 def test_tree_figure_and_heads_of_a_tree_with_copied_nodes():
-    """A third proposer: a tree may say who proposed each node (``heads``) or mark
-    copied nodes (``copied``); without either, the head follows from the depth."""
+    """A third proposer: the tree says who proposed each node (``DraftTree.heads``, the
+    events carry it); the drafter's heads say who drafts a depth no node speaks for."""
     depths = [0, 1, 2, 3, 1, 2]
-    assert figures.node_heads(None, depths, LAYOUT) == ["root", "serial", "serial", "mlp", "serial", "serial"]
-    copied = [False, False, False, False, True, True]
-    heads = figures.node_heads(None, depths, LAYOUT, copied)
-    assert heads == ["root", "serial", "serial", "mlp", "copy", "copy"]
-    assert figures.node_heads(["target"] + heads[1:], depths, LAYOUT) == heads  # recorded heads win
-    assert figures.default_head(9, LAYOUT) == "copy"  # deeper than any drafter head
-    fig = figures.tree_figure(["r", "a", "b", "c", "x", "y"], [-1, 0, 1, 2, 0, 4], depths, [1, .5, .5, .5, 0, 0],
+    assert [LAYOUT.family_at(d) for d in depths] == ["root", "serial", "serial", "mlp", "serial", "serial"]
+    heads = ["target", "serial", "serial", "mlp", "copy", "copy"]  # as the tree records them
+    assert LAYOUT.family_at(9) == "copy"  # deeper than any drafter head
+    fig = treeplot.tree_figure(["r", "a", "b", "c", "x", "y"], [-1, 0, 1, 2, 0, 4], depths, [1, .5, .5, .5, 0, 0],
                               [4, 5], LAYOUT, ["x", "y", "z"], heads=heads)
     nodes = fig.trace("nodes")
     assert nodes["marker"]["symbol"][4] == "diamond" and nodes["marker"]["symbol"][1] == "circle"

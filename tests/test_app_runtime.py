@@ -10,7 +10,8 @@ from gumiho.errors import GumihoError
 
 from app.hub import ModelHub
 from app.inputs import RACE_WEIGHTS, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, parse_request
-from app.race import compute_race, summary
+from app.race import compute_race
+from app.race_summary import summary
 from app.render import render_result
 
 # Written for this test, not from a bench set.

@@ -14,7 +14,7 @@ import pytest
 
 from gumiho import TreeSettings
 from gumiho.bench.records import SET_NAMES, load, record_speedup
-from app import figures
+from app import figures, treeplot
 from app.hub import ModelHub
 from app.inputs import MAX_WAITING, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, parse_request
 from app.layout import build_app
@@ -165,4 +165,4 @@ def test_the_readme_and_app_docs_say_what_the_code_does():
     assert f"positions {CPU_TREE.depth + 1} to 7 as *not drafted*" in app_md
     assert f"({tree.total_tokens} + {tree.full_tree_tokens} nodes, depth {tree.depth})" in app_md
     assert f"at most {MAX_WAITING} runs wait" in app_md and f"{MAX_WAITING} requests are already waiting" in app_md
-    assert f"at most {figures.TREE_MAX_HEIGHT} px tall" in app_md
+    assert f"at most {treeplot.TREE_MAX_HEIGHT} px tall" in app_md

@@ -25,7 +25,8 @@ from gumiho import EmittedToken, StepEvent
 from app import race
 from app.hub import ModelHub, Resolved, _random_drafter
 from app.inputs import parse_request
-from app.race import Progress, compute_race, replay_frames, summary
+from app.race import Progress, compute_race, replay_frames
+from app.race_summary import summary
 from app.render import render_result, speedup
 
 from helpers import tiny_target

@@ -106,7 +106,7 @@ def test_the_suite_tests_the_package_not_the_research_scripts():
     research = {p.stem for p in (ROOT / "research").glob("*.py")}
     assert research  # the check below looks at something
     loads = []
-    for path in sorted((ROOT / "tests").glob("*.py")) + sorted((ROOT / "gumiho").rglob("*.py")):
+    for path in sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "gumiho").rglob("*.py")):
         text = path.read_text()
         tree = ast.parse(text)
         names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

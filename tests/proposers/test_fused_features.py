@@ -13,7 +13,7 @@ from gumiho.proposers import Budget, DraftSession
 from gumiho.loading import load_drafter
 
 from helpers import tiny_target
-from test_lossless_greedy import prompts, run
+from engine.test_lossless_greedy import prompts, run
 
 TREES = (TreeSettings(total_tokens=8, depth=4, top_k=2),
          TreeSettings(total_tokens=20, depth=7, top_k=4, mlp_keep=4, full_tree_tokens=6))

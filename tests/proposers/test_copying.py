@@ -196,7 +196,7 @@ def test_copy_nodes_keep_sampling_exact(base):
     prompt's tokens recur after the prefill, so copy nodes are proposed and accepted."""
     from collections import Counter
 
-    from test_sampling import BRANCHES, CONFIGS, N_SAMPLES, NEW_TOKENS, PASS_P, PROMPT, VOCAB, chi_square_p, \
+    from engine.test_sampling import BRANCHES, CONFIGS, N_SAMPLES, NEW_TOKENS, PASS_P, PROMPT, VOCAB, chi_square_p, \
         exact_distribution
 
     from helpers import FixedTreeDrafter

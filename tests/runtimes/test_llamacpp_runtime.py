@@ -202,7 +202,7 @@ def long_text(tokenizer, at_least: int) -> str:
     joined (written for the project, not drawn from any bench set)."""
     import pathlib
 
-    docs = pathlib.Path(__file__).resolve().parents[1] / "docs"
+    docs = pathlib.Path(__file__).resolve().parents[2] / "docs"
     text = ""
     for path in sorted(docs.glob("*.md")):
         text += path.read_text(encoding="utf-8") + "\n\n"

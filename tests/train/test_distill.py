@@ -1,5 +1,5 @@
 """Self-distillation data pipeline: shard contents, resume, a bad prompt file refused early, prompt building
-(the prompt reader itself: tests/test_prompts_file.py)."""
+(the prompt reader itself: tests/bench/test_prompts_file.py)."""
 from __future__ import annotations
 
 import importlib.util

@@ -46,7 +46,7 @@ from gumiho.loading import shipped_drafter_path
 from gumiho.serving.vllm_env import run_vllm
 from vllm_fixtures import engine_chain, exported_default, vllm_python  # noqa: F401  (fixtures)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPTS_FILE = os.path.join(ROOT, "benchmarks", "prompts", "mt_bench.jsonl")
 N_PROMPTS = 4
 MAX_NEW = 64

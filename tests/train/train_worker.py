@@ -1,7 +1,7 @@
 """One process of a data-parallel training run on the tiny target of the training
-tests, for tests/test_train_distributed.py to launch several of with torchrun:
+tests, for tests/train/test_train_distributed.py to launch several of with torchrun:
 
-    python -m torch.distributed.run --nproc_per_node 2 tests/train_worker.py CONFIG.json
+    python -m torch.distributed.run --nproc_per_node 2 tests/train/train_worker.py CONFIG.json
 
 CONFIG.json holds the TrainConfig fields (its ``loss`` as LossConfig fields), and
 optionally ``sigterm``: {"rank": R, "batch": K}, which makes process R send itself
@@ -14,8 +14,8 @@ import signal
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: gumiho
 
 from helpers import tiny_target  # noqa: E402
 

@@ -15,7 +15,7 @@ from gumiho.train.sources import instructions
 from gumiho.prompts_file import read_prompts
 from gumiho.train.sources.taxonomy import shingles
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 def _seed(n: int, name: str, instruction: str, text: str = "") -> dict:

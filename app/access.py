@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from gumiho import GumihoError, registry
-from gumiho.models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, looks_like_path
+from gumiho.loading import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, looks_like_path
 
 PUBLIC_ENV = "GUMIHO_PUBLIC"
 ALLOWED_ENV = "GUMIHO_ALLOWED_MODELS"

@@ -4,29 +4,27 @@ picked up as soon as they appear on disk, a random one with a notice until then)
 and at most one other target that a user asked for in the advanced box."""
 from __future__ import annotations
 
-import contextvars
-import functools
 import gc
 import logging
 import os
 import threading
 import time
-from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
 
-from gumiho import (Drafter, DrafterConfig, GenerationSettings, GumihoError, Target, load_drafter,
-                    load_target, shipped_drafter_path, stream, with_copy)
-from gumiho.runtimes.llamacpp import available as llamacpp_available
-from gumiho.models import DEFAULT_TARGET_LABEL, drafter_dtype, is_model_folder, looks_like_path, no_model_folder
+from gumiho import Drafter, GenerationSettings, GumihoError, Target, stream, with_copy
+from gumiho.loading import (DEFAULT_TARGET_LABEL, hub_cached, hub_unavailable_reason, is_local_source,
+                            llamacpp_available, load_drafter, load_target, local_model_folder, random_drafter,
+                            shipped_drafter_path)
 from gumiho.proposers import LearnedProposer
 
 from . import gpu
 from .access import Access, is_default
 from .inputs import DRAFTER_KINDS, DRAFTER_LABELS, MAX_WAITING, WEIGHTS_AS_STORED
+from .jobs import ModelThread
 
 log = logging.getLogger("gumiho.app")
 
@@ -77,53 +75,8 @@ def fastest_target(target: Target, race_target: Target) -> Optional[Target]:
 
 
 def _random_drafter(target: Target, kind: str) -> Drafter:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(1234)
-        drafter = Drafter(DrafterConfig.for_target(target.config, kind))
-    drafter = drafter.to(device=target.device, dtype=drafter_dtype(target))
-    return drafter.eval().attach_target(target.model)
-
-
-def _reachable(host: str = "huggingface.co", port: int = 443, timeout: float = 3.0) -> bool:
-    """Can this machine open a connection to the Hub? Checked in a thread with a
-    hard deadline, because a missing DNS server can stall far longer than any
-    socket timeout."""
-    import socket
-
-    ok = []
-
-    def probe():
-        try:
-            with socket.create_connection((host, port), timeout=timeout):
-                ok.append(True)
-        except OSError:
-            pass
-
-    t = threading.Thread(target=probe, daemon=True)
-    t.start()
-    t.join(timeout + 1.0)
-    return bool(ok)
-
-
-def _cached(name: str, files: tuple) -> bool:
-    """Is any of ``files`` of hub repo ``name`` downloaded already?"""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        return any(isinstance(try_to_load_from_cache(name, f), str) for f in files)
-    except Exception:  # an id the hub library refuses (bad characters, ...)
-        raise GumihoError(f"{name!r} is not a valid hub id (like 'org/name') or an existing folder.") from None
-
-
-def _offline_reason() -> str:
-    """Why a hub id that is not downloaded cannot load here ("" when the Hub is reachable)."""
-    from huggingface_hub import constants
-
-    if getattr(constants, "HF_HUB_OFFLINE", False):
-        return "this app runs offline (HF_HUB_OFFLINE)"
-    if not _reachable():
-        return "the Hugging Face Hub cannot be reached from here (offline)"
-    return ""
+    with torch.random.fork_rng(devices=[]):  # the same weights every time, and no trace in the caller's draws
+        return random_drafter(target, kind, seed=1234)
 
 
 def _instead(access: Optional[Access], drafter: bool) -> str:
@@ -141,14 +94,11 @@ def check_loadable(name: str, access: Optional[Access] = None) -> None:
     """Fail fast, with a clear message, for a model that cannot load here: a
     missing folder, or a hub id that is not downloaded while the Hub is out of
     reach (transformers would otherwise retry for about a minute)."""
-    path = os.path.expanduser(name)
-    if looks_like_path(name) or os.path.exists(path):
-        if not is_model_folder(path):  # missing, a file, a folder of something else: one answer for all
-            raise no_model_folder(name)
+    if local_model_folder(name) is not None:
         return
-    if _cached(name, ("config.json",)):
+    if hub_cached(name, ("config.json",)):
         return  # downloaded before: loads offline
-    reason = _offline_reason()
+    reason = hub_unavailable_reason()
     if reason:
         raise GumihoError(f"{name!r} is not downloaded and {reason}, so it cannot load. "
                           f"{_instead(access, drafter=False)}")
@@ -160,11 +110,11 @@ DRAFTER_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")  # a d
 def check_drafter_loadable(path: str, access: Optional[Access] = None) -> None:
     """The same for a drafter given by hub id, in the app's words (the hub library's
     own would follow, naming files and a local-folder fallback)."""
-    if looks_like_path(path) or os.path.exists(os.path.expanduser(path)) or "/" not in path:
+    if is_local_source(path) or "/" not in path:
         return  # a folder: the loader's own message names it as typed
-    if _cached(path, DRAFTER_FILES):
+    if hub_cached(path, DRAFTER_FILES):
         return
-    reason = _offline_reason()
+    reason = hub_unavailable_reason()
     if reason:
         raise GumihoError(f"The drafter {path!r} is not downloaded and {reason}, so it cannot load. "
                           f"{_instead(access, drafter=True)}")
@@ -183,59 +133,6 @@ def load_drafter_as_typed(typed: str, folder: str, target: Target) -> Drafter:
         raise GumihoError(f"The drafter at {typed!r} could not be read: its config.json or weights are not a "
                           f"drafter's (a field is missing or malformed). A drafter folder is written by "
                           f"`python -m gumiho.train`.") from None
-
-
-BUSY = ("The server is busy: {n} requests are already waiting for the model, the most it queues. Try again in a "
-        "minute.")
-
-
-class ModelThread:
-    """One daemon thread that runs submitted functions in order (a one-worker
-    executor that does not hold the process open at exit, mid-load or mid-run).
-
-    At most ``max_waiting`` jobs wait at a time; one more is refused at once with
-    a GumihoError (BUSY). This is the app's queue for model work: the web server
-    hands every run straight here (app/tabs/shared.py), so the refusal a visitor
-    sees is this one, in the app's words. A job whose future is cancelled before
-    it starts is dropped and holds no place.
-
-    A job runs in a copy of its submitter's context variables, as it would in the
-    submitter's own thread: a web request's context reaches the model work it asks
-    for (on a ZeroGPU Space, the GPU is booked on that request's quota)."""
-
-    def __init__(self, max_waiting: int = 8):
-        self._jobs: "deque[tuple[Future, object]]" = deque()
-        self._cv = threading.Condition()
-        self.max_waiting = max_waiting
-        threading.Thread(target=self._loop, name="gumiho-model", daemon=True).start()
-
-    def waiting(self) -> int:
-        with self._cv:
-            return sum(1 for f, _ in self._jobs if not f.cancelled())
-
-    def submit(self, fn) -> Future:
-        future: Future = Future()
-        with self._cv:
-            live = [job for job in self._jobs if not job[0].cancelled()]
-            if len(live) >= self.max_waiting:
-                raise GumihoError(BUSY.format(n=len(live)))
-            self._jobs = deque(live)
-            self._jobs.append((future, functools.partial(contextvars.copy_context().run, fn)))
-            self._cv.notify()
-        return future
-
-    def _loop(self):
-        while True:
-            with self._cv:
-                while not self._jobs:
-                    self._cv.wait()
-                future, fn = self._jobs.popleft()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn())
-            except BaseException as e:  # handed to whoever waits on the future
-                future.set_exception(e)
 
 
 class ModelHub:

@@ -10,7 +10,8 @@ from typing import Optional
 
 from gumiho import GenerationSettings, GumihoError, TreeSettings, registry
 from gumiho.drafter import DRAFTER_KINDS
-from gumiho.models import DEFAULT_TARGET_LABEL, check_text
+from gumiho.loading import DEFAULT_TARGET_LABEL
+from gumiho.target import check_text
 
 from . import gpu
 from .access import Access
@@ -71,7 +72,7 @@ RACE_SHAPES = (SIZED_SHAPE, PAPER_SHAPE)
 # (summaries, code, worked maths) and costs under one percent elsewhere (BENCHMARKS.md).
 COPY_DEFAULT = True
 
-# The default model's weights in a race (gumiho.models' runtimes): its 4-bit file as
+# The default model's weights in a race (gumiho.loading's runtimes): its 4-bit file as
 # stored, run by llama.cpp (the library's default on a CPU where llama-cpp-python is
 # installed: every method runs faster there), or dequantised to float32 in PyTorch,
 # where a verify over a few tokens costs about one forward, as on a GPU, so drafting

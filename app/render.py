@@ -14,7 +14,8 @@ from typing import Iterable, Optional
 from gumiho import metrics
 
 from . import palette
-from .tokens import DEFAULT_HEAD_LABELS, DrafterLayout, RaceResult, RunRecord, StepView, TokenView
+from .heads import HEAD_LABELS, head_label
+from .tokens import DrafterLayout, RaceResult, RunRecord, StepView, TokenView
 
 _EXTRA = {"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;", "\\": "&#92;"}
 
@@ -48,7 +49,7 @@ def head_name(head: str, position: int, layout: Optional[DrafterLayout]) -> str:
     if head == "mlp":
         first_mlp = (layout.serial_positions if layout else 0)
         label = (layout or DrafterLayout()).label_of("mlp")
-        own = "" if label == DEFAULT_HEAD_LABELS["mlp"] else f"{label}: "  # a format's own words (Medusa heads)
+        own = "" if label == HEAD_LABELS["mlp"] else f"{label}: "  # a format's own words (Medusa heads)
         return f"{own}MLP head {position - first_mlp}"
     if head == "copy":
         return "copied from the context (prompt or answer so far)"
@@ -156,7 +157,8 @@ def render_legend(layout: Optional[DrafterLayout]) -> str:
     skipped = set(layout.not_drafted())
     items = []
     for head in layout.named_heads:  # in the proposer's order, in its words
-        name = esc(head.label[:1].upper() + head.label[1:])
+        label = head_label(head.family, head.kind)
+        name = esc(label[:1].upper() + label[1:])
         if head.family == "copy":
             items.append(f'<span class="lg-group"><b>{name}</b> <span class="sw h-copy" style="background:'
                          f'{palette.COPY_BG}" title="a run of tokens found earlier in the prompt or the answer">'

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from gumiho import GenerationStats, StepEvent, summarize
-from gumiho.proposers import HEAD_LABELS as DEFAULT_HEAD_LABELS, CopyDrafter, Head, as_proposer
+from gumiho.proposers import CopyDrafter, Head, as_proposer
+
+from .heads import head_label
 
 REPLACEMENT = "\ufffd"  # what decode() gives for an incomplete UTF-8 sequence
 MAX_PENDING = 4  # a UTF-8 character spans at most 4 bytes, so at most 4 byte tokens
@@ -99,7 +101,7 @@ class StepView:
 @dataclass
 class DrafterLayout:
     """What the renderer needs to know of a drafter: how many positions each family
-    has, and the heads as the proposer names them (the legend's words)."""
+    has, and its heads (which positions each family fills, and of which kind)."""
 
     serial_positions: int = 2
     max_depth: int = 7  # the learned drafter's positions (0: the copy proposer alone)
@@ -128,26 +130,36 @@ class DrafterLayout:
 
     @property
     def named_heads(self) -> tuple[Head, ...]:
-        """The heads as the proposer names them, or, for a layout given by its counts
-        alone, the default words for each family's positions."""
+        """The proposer's heads, or, for a layout given by its counts alone, each
+        family's positions."""
         if self.heads:
             return self.heads
         out = []
         if self.serial_positions:
-            out.append(Head("serial", DEFAULT_HEAD_LABELS["serial"], tuple(range(1, self.serial_positions + 1))))
+            out.append(Head("serial", tuple(range(1, self.serial_positions + 1)), kind=self.kind))
         if self.max_depth > self.serial_positions:
-            out.append(Head("mlp", DEFAULT_HEAD_LABELS["mlp"],
-                            tuple(range(self.serial_positions + 1, self.max_depth + 1))))
+            out.append(Head("mlp", tuple(range(self.serial_positions + 1, self.max_depth + 1)), kind=self.kind))
         if self.copy:
-            out.append(Head("copy", DEFAULT_HEAD_LABELS["copy"], tuple(range(1, self.copy + 1))))
+            out.append(Head("copy", tuple(range(1, self.copy + 1)), kind="copy"))
         return tuple(out)
+
+    def family_at(self, depth: int) -> str:
+        """The head family that drafts position ``depth`` (as the proposer's heads say):
+        where a node does not say who proposed it, and for a column with no node.
+        Deeper than the drafter's heads reach only copied tokens go; 0 is the root."""
+        if depth <= 0:
+            return "root"
+        for head in self.named_heads:
+            if head.family != "copy" and depth in head.positions:
+                return head.family
+        return "copy"
 
     def label_of(self, family: str) -> str:
         """The legend's words for the head of ``family`` ("serial", "mlp", "copy")."""
         for head in self.named_heads:
             if head.family == family:
-                return head.label
-        return DEFAULT_HEAD_LABELS.get(family, family)
+                return head_label(family, head.kind)
+        return head_label(family)
 
     @property
     def depth(self) -> int:

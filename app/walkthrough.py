@@ -15,7 +15,7 @@ from typing import Optional
 from gumiho import GenerationSettings, GumihoError, stream
 
 from .access import Access
-from .figures import default_head, head_colour, node_heads, proposer, tree_figure
+from .treeplot import head_colour, proposer, tree_figure
 from .gpu import on_gpu
 from .hub import ModelHub
 from .inputs import DEVICE_TREE, PAPER_TREE_SETTINGS, WALK_MAX_NEW_TOKENS, Request, check_prompt_length, parse_request
@@ -200,10 +200,8 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
                                   list(tree.full_tree) or [False] * len(tree), list(ev.accepted_nodes),
                                   list(ev.target_choices), choice_text, ev.drafted, ev.accepted_length,
                                   sum(path_prob[1:]),
-                                  # Who proposed each node: recorded by a tree that knows (a
-                                  # copy proposer's nodes among the drafter's), else by depth.
-                                  node_heads(getattr(tree, "heads", None), tree.depths, layout,
-                                             getattr(tree, "copied", None) or ())))
+                                  # Who proposed each node, as the tree records it (the root's word is the page's).
+                                  ["root"] + list(tree.heads[1:])))
         history.extend(ev.tokens)
     tree = settings.tree
     return Walk(layout, views, steps, target.name, res.note,
@@ -220,10 +218,6 @@ def _children(parents: list[int]) -> list[list[int]]:
     return out
 
 
-def _heads(s: WalkStep, lay: DrafterLayout) -> list[str]:
-    return s.heads if len(s.heads) == len(s.depths) else node_heads(None, s.depths, lay)
-
-
 def family_name(family: str, lay: DrafterLayout) -> str:
     """Who proposed a token, in the proposer's words, as a sentence names it."""
     return "copies from the context" if family == "copy" else "the " + lay.label_of(family)
@@ -232,7 +226,7 @@ def family_name(family: str, lay: DrafterLayout) -> str:
 def step_header(walk: Walk, i: int) -> str:
     s = walk.steps[i]
     lay = walk.layout or DrafterLayout()
-    heads = _heads(s, lay)
+    heads = s.heads
     n = len(walk.steps)
     acc = s.accepted_length
     if acc:
@@ -272,7 +266,7 @@ def choices_table(walk: Walk, i: int) -> str:
     space-separated) and data-state ("accepted", "broke", "bonus" or "unchecked")."""
     s = walk.steps[i]
     lay = walk.layout or DrafterLayout()
-    heads = _heads(s, lay)
+    heads = s.heads
     children = _children(s.parents)
     at_depth: dict[int, list[int]] = {}
     for j in range(1, len(s.depths)):
@@ -283,7 +277,7 @@ def choices_table(walk: Walk, i: int) -> str:
     for d in range(1, max([len(s.choice_text), *at_depth]) + 1):
         nodes = at_depth.get(d, [])
         proposers = list(dict.fromkeys(heads[j] for j in nodes))
-        shown = proposers or [default_head(d, lay)]
+        shown = proposers or [lay.family_at(d)]
         who = "<br>".join(_swatch(head_colour(h, d, lay)) + esc(proposer(h, d, lay)[1]) for h in shown)
         count = str(len(nodes)) if nodes else "–"
         if not broke and d <= len(s.choice_text):
@@ -331,4 +325,4 @@ def step_figure(walk: Walk, i: int):
     s = walk.steps[i]
     return tree_figure(s.node_text, s.parents, s.depths, s.probs, s.accepted, walk.layout, s.choice_text,
                        s.full_tree, title=f"Draft tree of verify step {i + 1}: {s.drafted} drafted tokens, the "
-                                          "accepted path drawn thick", heads=s.heads or None)
+                                          "accepted path drawn thick", heads=s.heads)

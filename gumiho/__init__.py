@@ -5,7 +5,8 @@ from .drafter import Drafter, DrafterConfig
 from .errors import GumihoError
 from .events import EmittedToken, RejectedToken, StepEvent
 from .metrics import GenerationStats, summarize
-from .models import DEFAULT_TARGET, Target, load_drafter, load_target, prepare_target, shipped_drafter_path
+from .loading import DEFAULT_TARGET, load_drafter, load_target, prepare_target, shipped_drafter_path
+from .target import Target
 from .proposers import Budget, CopyDrafter, CopySettings, Head, Proposer, Verified, as_proposer, with_copy
 from .tree import DraftTree, TreeSettings
 

@@ -23,7 +23,7 @@ import math
 import operator
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Iterator, Optional, Union
 
 import torch
@@ -31,7 +31,7 @@ import torch
 from .errors import GumihoError
 from .events import EmittedToken, RejectedToken, StepEvent
 from .metrics import GenerationStats, summarize
-from .models import Target
+from .target import Target
 from .proposers import Budget, Proposer, ProposerSession, Verified, as_proposer
 from .tree import DraftTree, TreeSettings
 from .verifycost import VerifyCost, tokens_needed, verify_cost_for
@@ -250,8 +250,12 @@ def prefill(run: Run) -> StepEvent:
 
 def draft(run: Run, root: int) -> DraftTree:
     """The proposer's tree below ``root``, within the settings' budget and the room
-    the context window leaves."""
-    return run.session.propose(root, Budget(run.tree_settings, max_depth=run.room, verify_cost=run.verify_cost))
+    the context window leaves, with the head that proposed each node recorded (the
+    events and everything downstream read it there)."""
+    tree = run.session.propose(root, Budget(run.tree_settings, max_depth=run.room, verify_cost=run.verify_cost))
+    if len(tree.heads) != len(tree):  # a proposer that does not record them: its heads say, by depth
+        tree = replace(tree, heads=[run.proposer.head_of(tree, i) for i in range(len(tree))])
+    return tree
 
 
 def verify(run: Run, tree: DraftTree):
@@ -287,12 +291,12 @@ def emit(run: Run, step: int, tree: DraftTree, acc: Acceptance, new_tokens: list
     """The step's event: its tokens cut where vanilla would stop, each with the head
     that proposed it, and the rejected candidates where acceptance stopped."""
     ts, td, tv = times
-    head_of = run.proposer.head_of
+    heads = tree.heads
     toks, reason = cut(run, new_tokens)
-    emitted = [EmittedToken(tok, tree.depths[acc.path[k]], head_of(tree, acc.path[k]), tree.probs[acc.path[k]])
+    emitted = [EmittedToken(tok, tree.depths[acc.path[k]], heads[acc.path[k]], tree.probs[acc.path[k]])
                if k < len(acc.path) else EmittedToken(tok, 0, "target", None) for k, tok in enumerate(toks)]
     stop_node = acc.path[-1] if acc.path else 0
-    rejected = [RejectedToken(tree.tokens[c], tree.depths[c], head_of(tree, c), tree.probs[c])
+    rejected = [RejectedToken(tree.tokens[c], tree.depths[c], heads[c], tree.probs[c])
                 for c in children[stop_node]]
     run.produced += len(toks)
     return StepEvent(step=step, emitted=emitted, accepted_length=len(acc.path), rejected=rejected,
@@ -340,12 +344,14 @@ def generate(target: Target, prompt: Union[str, list, None] = None, drafter=None
              **overrides) -> GenerationResult:
     """Generate a whole answer. ``prompt`` (text or chat messages) goes through the
     target's chat template; ``prompt_ids`` bypasses it. Keyword overrides set
-    GenerationSettings fields (max_new_tokens=..., temperature=..., tree=...)."""
+    GenerationSettings fields (max_new_tokens=..., temperature=..., tree=...) on a
+    copy: the caller's ``settings`` stays as it was passed."""
     settings = check_settings(settings)
-    for k, v in overrides.items():
-        if not hasattr(settings, k):
+    known = {f.name for f in fields(GenerationSettings)}
+    for k in overrides:
+        if k not in known:
             raise GumihoError(f"Unknown generation setting {k!r}.")
-        setattr(settings, k, v)
+    settings = replace(settings, **overrides)
     ids = check_prompt_ids(prompt_ids, target) if prompt_ids is not None else target.encode(prompt)
     steps = list(stream(target, ids, drafter, settings))
     tokens = [t for s in steps for t in s.tokens]

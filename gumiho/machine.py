@@ -1,7 +1,7 @@
 """What the CPU can do, read once from /proc/cpuinfo (Linux; elsewhere: unknown).
 
 Two things depend on it. Training picks bf16 autocast only where the CPU multiplies
-bf16 matrices in hardware (see ``gumiho.train.loop.mixed_precision``). And speedups
+bf16 matrices in hardware (see ``gumiho.train.config.mixed_precision``). And speedups
 on a CPU are a property of the machine as much as of the drafter: a verify forward
 over a tree of 9 tokens costs about 1.2 one-token forwards on an AVX-512 CPU and
 about 1.4 on an AVX2-only one, so a benchmark record names the CPU it ran on.

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Union
 
 from .errors import GumihoError
-from .models import check_text
+from .target import check_text
 
 RECORD_FORMAT = ('{"prompt": "..."}, {"turns": ["first user turn", ...]} or '
                  '{"messages": [{"role": "user", "content": "..."}, ...]}, with optional "id" (or "question_id") '

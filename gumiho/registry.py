@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple, Optional
 
 from .drafter import DRAFTER_KINDS
 from .errors import GumihoError
-from .models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, load_drafter, shipped_drafter_path
+from .loading import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, load_drafter, shipped_drafter_path
 from .tree import TreeSettings
 
 OFFICIAL_TREE = dict(total_tokens=63, depth=7, top_k=14, mlp_top_k=35, mlp_keep=35, full_tree=True,

@@ -103,7 +103,7 @@ def _ready(folder: Path) -> Optional[dict]:
 @lru_cache(maxsize=1)
 def _loaded_target(target: Optional[str]):
     """The target as the engine loads it (float32, torch runtime), once per process."""
-    from .models import load_target
+    from .loading import load_target
 
     return load_target(target, device="cpu", dtype="float32", runtime="torch")
 
@@ -119,7 +119,7 @@ def prepare_target(target: Optional[str], log: Callable[[str], None]) -> tuple[s
     if target:
         return target, target  # a hub id: vLLM fetches it
     from .export.target import export_target
-    from .models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL
+    from .loading import DEFAULT_TARGET, DEFAULT_TARGET_LABEL
 
     folder = cache_dir() / f"target-default-{_code_key('export/target.py')}"
     if _ready(folder) is None:
@@ -133,7 +133,7 @@ def prepare_drafter(drafter: str, target: Optional[str], log: Callable[[str], No
     """(export folder, kind) for a drafter source; exported once per source and target."""
     from .export.eagle3 import write_eagle3
     from .export.gumiho import check_servable, write_gumiho
-    from .models import load_drafter
+    from .loading import load_drafter
 
     key = "-".join([_fingerprint(drafter), hashlib.sha256(str(target or "default").encode()).hexdigest()[:8],
                     _code_key("export/gumiho.py", "formats/eagle3.py")])

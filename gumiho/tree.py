@@ -18,7 +18,7 @@ node's own path, all paths at once.
 from __future__ import annotations
 
 from dataclasses import InitVar, dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import math
 
@@ -118,6 +118,10 @@ class DraftTree:
     scores: list[float] = field(default_factory=list)  # cumulative log-probability along the path
     full_tree: list[bool] = field(default_factory=list)  # node added by the full-tree extension
     copied: list[bool] = field(default_factory=list)  # node added by the copy proposer (gumiho.proposers.copying); [] = none
+    # Who proposed each node: "target" (the root), "serial" (a serial step), "mlp" (an
+    # MLP head), "copy" (copied from the context); with the node's depth it names the
+    # very step or head. [] = not recorded (the decode loop fills it in from the proposer).
+    heads: list[str] = field(default_factory=list)
 
     def __len__(self):
         return len(self.tokens)
@@ -155,6 +159,8 @@ class DraftTree:
                     raise GumihoError("Malformed draft tree: node 0 must be the root.")
             elif not (0 <= p < i) or self.depths[i] != self.depths[p] + 1:
                 raise GumihoError(f"Malformed draft tree at node {i}.")
+        if self.heads and len(self.heads) != len(self.tokens):
+            raise GumihoError(f"Malformed draft tree: {len(self.heads)} heads recorded for {len(self.tokens)} nodes.")
         return self
 
 
@@ -230,16 +236,19 @@ def paths_by_leaf(tree: DraftTree) -> list[list[int]]:
 
 def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths, cand_probs, cand_scores,
                          budget: int, extension: Optional[list] = None,
-                         keep: Optional[list[int]] = None) -> DraftTree:
+                         keep: Optional[list[int]] = None, head_at: Optional[Callable[[int], str]] = None) -> DraftTree:
     """Build the DraftTree from a candidate pool. Candidate parents index the pool
     (-1 = child of the root). ``extension`` optionally lists extra (pool index of a
     leaf, [(token, prob), ...]) chains appended below chosen leaves (full tree).
     ``keep``: ``select_nodes(cand_scores, cand_parents, budget)`` when the caller
-    already has it."""
+    already has it. ``head_at``: the head family that proposed a node at a depth,
+    recorded per node (None: not recorded)."""
     if keep is None:
         keep = select_nodes(cand_scores, cand_parents, budget)
     new_index = {old: k + 1 for k, old in enumerate(keep)}
     tree = DraftTree.root_only(root_token)
+    if head_at is not None:
+        tree.heads = ["target"]
     for old in keep:
         p = cand_parents[old]
         tree.tokens.append(int(cand_tokens[old]))
@@ -248,6 +257,8 @@ def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths
         tree.probs.append(float(cand_probs[old]))
         tree.scores.append(float(cand_scores[old]))
         tree.full_tree.append(False)
+        if head_at is not None:
+            tree.heads.append(head_at(tree.depths[-1]))
     if extension:
         has_children = set(tree.parents)
         chains = []
@@ -270,6 +281,8 @@ def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths
                 tree.probs.append(probs[n])
                 tree.scores.append(tree.scores[parent] + logs[n])
                 tree.full_tree.append(True)
+                if head_at is not None:
+                    tree.heads.append(head_at(tree.depths[-1]))
                 parent = len(tree) - 1
                 n += 1
     return tree
@@ -292,7 +305,7 @@ def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None
         return tree
     out = DraftTree(list(tree.tokens), list(tree.parents), list(tree.depths), list(tree.probs),
                     list(tree.scores) or [0.0] * len(tree), list(tree.full_tree) or [False] * len(tree),
-                    list(tree.copied) or [False] * len(tree))
+                    list(tree.copied) or [False] * len(tree), list(tree.heads))
     children: dict[tuple[int, int], int] = {}
     for i in range(1, len(out)):
         children.setdefault((out.parents[i], out.tokens[i]), i)
@@ -310,6 +323,8 @@ def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None
             out.scores.append(out.scores[node] + (math.log(copy_prob) if copy_prob > 0 else -1e9))
             out.full_tree.append(False)
             out.copied.append(True)
+            if out.heads:
+                out.heads.append("copy")
             nxt = len(out) - 1
             children[(node, tok)] = nxt
         node = nxt
@@ -350,6 +365,7 @@ def subtree(tree: DraftTree, keep: list[int]) -> DraftTree:
     new = {0: 0}
     out = DraftTree.root_only(tree.tokens[0])
     out.copied = [False]
+    out.heads = [tree.heads[0]] if tree.heads else []
     for i in keep:
         new[i] = len(out)
         out.tokens.append(tree.tokens[i])
@@ -359,4 +375,6 @@ def subtree(tree: DraftTree, keep: list[int]) -> DraftTree:
         out.scores.append(tree.scores[i] if tree.scores else 0.0)
         out.full_tree.append(tree.full_tree[i] if tree.full_tree else False)
         out.copied.append(tree.is_copied(i))
+        if out.heads:
+            out.heads.append(tree.heads[i])
     return out

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
 
-    from gumiho.models import load_target
+    from gumiho.loading import load_target
     from gumiho.train.sources.distill import distill_conversations
     from gumiho.prompts_file import PromptFileError, read_prompts
 

@@ -33,7 +33,7 @@ def load_tokenizer(folder: str | None):
 
     if folder:
         return AutoTokenizer.from_pretrained(folder)
-    from gumiho.models import default_target_files
+    from gumiho.loading import default_target_files
 
     gguf_folder, gguf = default_target_files()
     return AutoTokenizer.from_pretrained(gguf_folder, gguf_file=gguf)
@@ -53,7 +53,7 @@ def check_distill(model, tok, work: str) -> float:
     """Shards made on the device; returns the largest difference between the batched
     hidden-state pass and the one-at-a-time one."""
     from gumiho.train import shards
-    from gumiho.train.sources import distill
+    from gumiho.train.sources import answers, distill
     from gumiho.train.sources.prompts import write_jsonl
 
     src = os.path.join(work, "prompts.jsonl")
@@ -64,7 +64,7 @@ def check_distill(model, tok, work: str) -> float:
     worst = 0.0
     data = shards.load_shard(os.path.join(work, "data", "shard_00000.safetensors"))
     for ids, _, hidden in shards.iter_sequences(data):
-        fresh = distill.last_hidden(model, ids.tolist())
+        fresh = answers.last_hidden(model, ids.tolist())
         worst = max(worst, float((hidden.float() - fresh).abs().max()))
     print(f"distill: {manifest['total_tokens']} tokens; batched vs one-at-a-time hidden states, "
           f"largest difference {worst:.2e}", flush=True)
@@ -72,7 +72,8 @@ def check_distill(model, tok, work: str) -> float:
 
 
 def check_training(model, tok, work: str) -> None:
-    from gumiho.train.loop import TrainConfig, train
+    from gumiho.train.config import TrainConfig
+    from gumiho.train.loop import train
     from gumiho.train.objective import LossConfig
 
     for kind in KINDS:
@@ -93,7 +94,7 @@ def check_decoding(model, tok, work: str, device) -> bool:
     """Speculative output must equal vanilla output, with each trained drafter (which
     accept little) and with an oracle drafter that makes long accepted paths."""
     from gumiho import Drafter, DrafterConfig, GenerationSettings, stream
-    from gumiho.models import prepare_target
+    from gumiho.loading import prepare_target
     from helpers import OracleDrafter
 
     target = prepare_target(model, tok, "tiny", torch.device(device), torch.float32)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from gumiho.models import load_target
+from gumiho.loading import load_target
 from gumiho.runtimes import llamacpp
 
 TYPES = {"bfloat16 (the runtime's)": 30, "float16 (llama.cpp's default)": 1}

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from gumiho.models import load_target
+from gumiho.loading import load_target
 
 
 def prefill_s(target, ids: list[int]) -> float:

@@ -360,7 +360,7 @@ def main():
                                                     "fixed prompt")
     ap.add_argument("--limit", type=int, default=10, help="prompts read from --prompts")
     ap.add_argument("--drafter-dtype", default="auto",
-                    help="the drafter's dtype (gumiho.models.drafter_dtype: auto, fp32, bf16); several, comma-"
+                    help="the drafter's dtype (gumiho.loading.drafter_dtype: auto, fp32, bf16); several, comma-"
                          "separated, are timed in alternating rounds of the same process")
     ap.add_argument("--total-tokens", type=int, default=None,
                     help="tree size (default: the device's tree, TreeSettings.for_device)")

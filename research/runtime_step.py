@@ -21,7 +21,7 @@ import torch
 import gumiho.decode as decode
 from gumiho import GenerationSettings, generate
 from gumiho.bench.prompts import load_prompts, prompt_ids
-from gumiho.models import load_drafter, load_target, shipped_drafter_path
+from gumiho.loading import load_drafter, load_target, shipped_drafter_path
 from gumiho.tree import TreeSettings
 
 

@@ -16,7 +16,7 @@ import json
 import time
 
 from gumiho import GenerationSettings, generate, with_copy
-from gumiho.models import load_drafter, load_target, shipped_drafter_path
+from gumiho.loading import load_drafter, load_target, shipped_drafter_path
 from gumiho.tree import TreeSettings
 
 

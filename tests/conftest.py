@@ -7,7 +7,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # The float32 (torch) runtime unless a test asks for another: most tests are about the
 # engine's own forwards (inner-layer drafters, exports, training, float32 tokens). The
 # default, "auto" (llama.cpp for the embedded GGUF on a CPU), has its own tests, which
-# ask for it by name (tests/test_llamacpp_runtime.py, tests/test_app_runtime.py).
+# ask for it by name (tests/runtimes/test_llamacpp_runtime.py, tests/app/test_app_runtime.py).
 os.environ.setdefault("GUMIHO_RUNTIME", "torch")
 
 import torch  # noqa: E402  (after the environment variable above)

@@ -8,7 +8,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from gumiho.drafter import DrafterConfig
-from gumiho.models import prepare_target
+from gumiho.loading import prepare_target
 from gumiho.proposers import LearnedProposer, Proposer, ProposerSession
 from gumiho.tree import DraftTree
 

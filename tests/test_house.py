@@ -106,7 +106,7 @@ def test_the_suite_tests_the_package_not_the_research_scripts():
     research = {p.stem for p in (ROOT / "research").glob("*.py")}
     assert research  # the check below looks at something
     loads = []
-    for path in sorted((ROOT / "tests").glob("*.py")) + sorted((ROOT / "gumiho").rglob("*.py")):
+    for path in sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "gumiho").rglob("*.py")):
         text = path.read_text()
         tree = ast.parse(text)
         names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
@@ -143,7 +143,7 @@ def runtime_questions(text: str) -> list[str]:
 def test_nothing_outside_the_runtimes_asks_which_runtime_it_has():
     """The runtime is a seam (gumiho/runtimes): the decode loop, the bench and the app
     call its interface; its name is only shown, never branched on. Loading makes one
-    (gumiho/models.py chooses and constructs them by name), which is not asking."""
+    (gumiho/loading/runtime.py chooses them by name, gumiho/loading/target.py constructs them), which is not asking."""
     root = Path(__file__).resolve().parents[1]
     found = {}
     for path in list((root / "gumiho").rglob("*.py")) + list((root / "app").rglob("*.py")):

@@ -1,4 +1,4 @@
-"""The ``/race`` endpoint: one race, answered as JSON (app.race.summary), for
+"""The ``/race`` endpoint: one race, answered as JSON (app.race_summary.summary), for
 clients of the API rather than the page."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import gradio as gr
 
 from ..hub import ModelHub
 from ..inputs import COPY_DEFAULT, DEVICE_TREE, parse_request
-from ..race import compute_race, error_summary, on_model_thread, summary, until_ready
+from ..race import compute_race, on_model_thread, until_ready
+from ..race_summary import error_summary, summary
 from .shared import GENERATE, friendly
 
 

@@ -1,7 +1,7 @@
 """What the parts of the page share.
 
 Concurrency: every piece of model work runs on the hub's one model thread
-(app/hub.py), so generations never overlap on the CPU (a race times its two
+(app/hub.py, its queue app/jobs.py), so generations never overlap on the CPU (a race times its two
 decoders in alternation, app/race.py). That thread is the queue: at most
 ``GUMIHO_APP_MAX_WAITING`` runs wait for it, and one more is refused at once with
 "The server is busy" (the page's banner, the API's ``ok: false``). The events

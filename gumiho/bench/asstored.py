@@ -21,7 +21,7 @@ import torch
 
 from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
-from ..models import load_target
+from ..loading import load_target
 from ..verifycost import measure_verify_cost
 from .prompts import load_prompts, prompt_ids
 from .records import save

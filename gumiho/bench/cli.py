@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 
 from ..errors import GumihoError
-from ..models import DEFAULT_TARGET_LABEL, DRAFTER_DTYPES, load_target
+from ..loading import DEFAULT_TARGET_LABEL, DRAFTER_DTYPES, load_target
 from ..proposers import CopySettings, as_proposer
 from ..tree import TreeSettings
 from .methods import DRAFTER_FLAGS, HF_LOOKUP_TOKENS, METHODS, is_default_target, registry_lookup, resolve_drafters

@@ -52,7 +52,7 @@ import torch
 from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
 from ..machine import cpu_summary
-from ..models import llamacpp_available, load_target
+from ..loading import llamacpp_available, load_target
 from ..runtimes.layouts import DEFAULT_LAYOUT, LAYOUTS, SHIPPED_LAYOUT
 from ..runtimes.llamacpp import KV_TYPE
 from .layouts import SIZES, candidate_targets, format_curves, verify_curves

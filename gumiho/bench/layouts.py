@@ -29,7 +29,8 @@ import torch
 from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
 from ..machine import cpu_summary
-from ..models import Target, default_target_files, load_target
+from ..loading import default_target_files, load_target
+from ..target import Target
 from ..runtimes.layouts import CANDIDATES, layout_file
 from ..runtimes.llamacpp import LlamaCppRuntime
 from .asstored import one_token_rows

@@ -8,10 +8,9 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-import torch
-
 from ..drafter import DRAFTER_KINDS
-from ..models import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, Target, drafter_dtype, load_drafter, shipped_drafter_path
+from ..loading import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, load_drafter, random_drafter, shipped_drafter_path
+from ..target import Target
 from ..proposers import with_copy
 
 # The learned drafters' methods are the drafter kinds (eagle: the one-layer all-serial
@@ -69,20 +68,12 @@ def _label(path: str) -> str:
     return os.path.relpath(full, REPO_ROOT) if full.startswith(REPO_ROOT + os.sep) else path
 
 
-def _random_drafter(target: Target, kind: str, seed: int, dtype: Optional[str] = None):
-    from ..drafter import Drafter, DrafterConfig
-
-    torch.manual_seed(seed)
-    d = Drafter(DrafterConfig.for_target(target.config, kind))
-    return d.to(device=target.device, dtype=drafter_dtype(target, dtype)).eval().attach_target(target.model)
-
-
 def resolve_drafters(target: Target, methods: list[str], paths: dict, default_target: bool, seed: int,
                      warn, dtype: Optional[str] = None, copy: Optional[dict] = None,
                      hf_lookup_tokens: int = HF_LOOKUP_TOKENS) -> tuple[dict, dict]:
     """Drafters for the methods: an explicit path, else the shipped drafter of that
     kind (default target only), else random weights with a loud warning; in
-    ``dtype`` (see gumiho.models.drafter_dtype). ``gumiho+copy`` is the gumiho
+    ``dtype`` (see gumiho.loading.drafter_dtype). ``gumiho+copy`` is the gumiho
     method's drafter (the same object) with the copy proposer, ``copy`` the copy
     proposer alone, each with its defaults and the CopySettings fields in ``copy``
     on top; ``hf``/``hf-lookup`` transformers' generate.
@@ -125,4 +116,4 @@ def _resolve_drafter(target: Target, name: str, paths: dict, default_target: boo
                                   f"the default {DEFAULT_TARGET_LABEL})")
     warn(f"{why}; using a RANDOM-WEIGHT {name} drafter. It accepts almost nothing: its speed numbers say "
          f"nothing about Gumiho. Pass --drafter PATH (or train one with `python -m gumiho.train`).")
-    return _random_drafter(target, name, seed, dtype), f"random-weights ({name})"
+    return random_drafter(target, name, seed, dtype), f"random-weights ({name})"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 from ..errors import GumihoError
-from ..models import Target
+from ..target import Target
 from ..prompts_file import read_prompts
 
 

@@ -15,7 +15,7 @@ from ..decode import GenerationSettings, draft_depth, stream
 from ..errors import GumihoError
 from ..machine import cpu_summary
 from ..metrics import GenerationStats, speedup, speedup_kind, summarize
-from ..models import Target
+from ..target import Target
 from ..proposers import split_copy
 from ..tree import TreeSettings
 from ..verifycost import tokens_needed, verify_cost_for
@@ -134,10 +134,7 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
     if not prompts:
         raise GumihoError("No prompts to run.")
     log = log or (lambda msg: None)
-    names = list(drafters)
-    if "vanilla" in names:
-        names.remove("vanilla")
-        names.insert(0, "vanilla")
+    names = _method_order(drafters)
     spec_names = [n for n in names if drafters[n] is not None]
     tree = (settings.tree or TreeSettings.for_target(target)).validate()
 
@@ -146,18 +143,7 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
         return GenerationSettings(max_new_tokens=max_new, temperature=settings.temperature, top_p=settings.top_p,
                                   top_k=settings.top_k, seed=settings.seed + i, tree=tree)
 
-    encoded = []
-    ctx = target.context_length
-    for p in prompts:
-        try:
-            ids = prompt_ids(target, p)
-        except GumihoError as e:
-            raise GumihoError(f"Prompt {p.question_id}: {e}") from None
-        if len(ids) >= ctx:
-            raise GumihoError(f"Prompt {p.question_id} is {len(ids)} tokens long but {target.name} reads at most "
-                              f"{ctx} tokens (including the answer); drop it from the prompt file or shorten it.")
-        encoded.append(ids)
-
+    encoded = _encode_prompts(target, prompts)
     verify_cost = None
     if tree.cost_aware and spec_names:
         # Measured once, before anything is timed (stream would measure it on first use).
@@ -173,90 +159,10 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
                 _run_one(target, encoded[i], drafters[name],
                          gen_settings(i, min(settings.warmup_tokens, settings.max_new_tokens)))
 
-    totals = {name: _MethodTotals() for name in names}
-    # (vanilla tokens, vanilla wall, method tokens, method wall) per prompt: the speedup's input.
-    pairs = {name: [] for name in names}
-    per_prompt = []
-    checked = identical = 0
-    mismatches = []
-    greedy = settings.temperature == 0
-    bar = _progress(len(prompts), settings.progress)
-    try:
-        for i, (p, ids) in enumerate(zip(prompts, encoded)):
-            row = {"question_id": p.question_id, "category": p.category, "prompt_tokens": len(ids), "methods": {}}
-            runs = {}
-            for name in names:
-                try:
-                    run = _run_one(target, ids, drafters[name], gen_settings(i, settings.max_new_tokens))
-                except GumihoError as e:
-                    raise GumihoError(f"Prompt {p.question_id}, method {name}: {e}") from None
-                runs[name] = run
-                t = totals[name]
-                t.stats = t.stats.merge(run.stats)
-                t.runs += 1
-                row["methods"][name] = {"new_tokens": run.stats.new_tokens, "wall_s": round(run.stats.wall_s, 4),
-                                        "target_forwards": run.stats.target_forwards,
-                                        "finish_reason": run.finish_reason}
-            if "vanilla" in runs:
-                van_run = runs["vanilla"].stats
-                for name in names:
-                    pairs[name].append((van_run.new_tokens, van_run.wall_s, runs[name].stats.new_tokens,
-                                        runs[name].stats.wall_s))
-            if greedy and "vanilla" in runs:
-                ref = runs["vanilla"].tokens
-                for name in spec_names:
-                    same = runs[name].tokens == ref
-                    checked += 1
-                    identical += same
-                    row["methods"][name]["identical"] = same
-                    if not same:
-                        first = next((k for k, (a, b) in enumerate(zip(ref, runs[name].tokens)) if a != b),
-                                     min(len(ref), len(runs[name].tokens)))
-                        mismatches.append({"question_id": p.question_id, "method": name, "first_difference": first})
-            per_prompt.append(row)
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-
-    methods = {}
-    for name in names:
-        st = totals[name].stats
-        sp = speedup(pairs[name]) if pairs[name] else None
-        depth = max(_depth(drafters[name]), TABLE_POSITIONS) if _depth(drafters[name]) else 0
-        # The learned drafter (None for vanilla, the copy proposer alone and the HF peers) and copy settings.
-        learned, copy_settings = split_copy(None if isinstance(drafters[name], HFGenerate) else drafters[name])
-        methods[name] = {
-            "new_tokens": st.new_tokens,
-            "wall_s": round(st.wall_s, 4),
-            "tokens_per_s": round(st.tokens_per_s, 3),
-            "target_forwards": st.target_forwards,
-            "tau": round(st.tau, 4),
-            "acceptance_by_position": [round(a, 4) for a in st.acceptance_by_position(depth)],
-            "conditional_acceptance_by_position": [round(a, 4) for a in st.conditional_acceptance_by_position(depth)],
-            "speedup_vs_vanilla": None if sp is None else round(sp, 4),
-            # "wall time" (the same tokens as vanilla on every prompt) or "throughput" (tokens/s: sampled
-            # runs of different lengths, where wall times would credit whoever stopped sooner).
-            "speedup_kind": speedup_kind(pairs[name]) if sp is not None else None,
-            # Extra keys (not part of the fixed contract above).
-            "verify_steps": st.verify_steps,
-            "mean_drafted": round(st.mean_drafted, 3),
-            "draft_s": round(st.draft_s, 4),
-            "verify_s": round(st.verify_s, 4),
-            "tree": asdict(tree) if learned is not None else None,
-            "drafter_kind": getattr(getattr(drafters[name], "cfg", None), "kind", None),
-            "drafter_dtype": _dtype_name(learned) if learned is not None else None,
-            # Who proposed the accepted draft tokens ("serial", "mlp", "copy"), and the copy proposer's
-            # settings and drafted nodes (its acceptance: accepted "copy" tokens / copy_nodes).
-            "accepted_by_proposer": dict(sorted(st.accepted_by_head.items())),
-            "copy": asdict(copy_settings) if copy_settings is not None else None,
-            "copy_nodes": st.copy_nodes,
-            # The copy proposer's part of acceptance_by_position (the rest is the drafter's heads').
-            "copied_acceptance_by_position": ([round(a, 4) for a in st.copied_acceptance_by_position(depth)]
-                                              if copy_settings is not None else None),
-            "hf_lookup_tokens": drafters[name].lookup_tokens if isinstance(drafters[name], HFGenerate) else None,
-        }
+    timed = _run_prompts(target, drafters, names, prompts, encoded,
+                         lambda i: gen_settings(i, settings.max_new_tokens), settings)
+    methods = {name: _method_record(drafters[name], timed.totals[name].stats, timed.pairs[name], tree)
+               for name in names}
     return {
         "model": target.name,
         "drafter": None,
@@ -267,9 +173,9 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
         "max_new_tokens": settings.max_new_tokens,
         "prompts": len(prompts),
         "methods": methods,
-        "lossless": {"checked": checked, "identical": identical},
+        "lossless": {"checked": timed.checked, "identical": timed.identical},
         # Extra keys.
-        "lossless_mismatches": mismatches,
+        "lossless_mismatches": timed.mismatches,
         "top_p": settings.top_p,
         "top_k": settings.top_k,
         "seed": settings.seed,
@@ -283,8 +189,137 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
         "cpu": cpu_summary() if str(target.device).startswith("cpu") else None,
         "torch_version": torch.__version__,
         "dtype": str(target.dtype).replace("torch.", ""),
-        "per_prompt": per_prompt,
+        "per_prompt": timed.per_prompt,
         "warnings": [],
+    }
+
+
+def _method_order(drafters: dict) -> list[str]:
+    """The methods in the dict's order, vanilla first when present."""
+    names = list(drafters)
+    if "vanilla" in names:
+        names.remove("vanilla")
+        names.insert(0, "vanilla")
+    return names
+
+
+def _encode_prompts(target: Target, prompts: list) -> list[list[int]]:
+    """Every prompt's ids, refused with its id when it cannot be read or leaves no room to answer."""
+    encoded = []
+    ctx = target.context_length
+    for p in prompts:
+        try:
+            ids = prompt_ids(target, p)
+        except GumihoError as e:
+            raise GumihoError(f"Prompt {p.question_id}: {e}") from None
+        if len(ids) >= ctx:
+            raise GumihoError(f"Prompt {p.question_id} is {len(ids)} tokens long but {target.name} reads at most "
+                              f"{ctx} tokens (including the answer); drop it from the prompt file or shorten it.")
+        encoded.append(ids)
+    return encoded
+
+
+@dataclass
+class _Timed:
+    """The timed runs: per method totals and (vanilla tokens, vanilla wall, method
+    tokens, method wall) per prompt (the speedup's input), the per-prompt rows, and
+    the greedy lossless check."""
+
+    totals: dict
+    pairs: dict
+    per_prompt: list = field(default_factory=list)
+    checked: int = 0
+    identical: int = 0
+    mismatches: list = field(default_factory=list)
+
+
+def _run_prompts(target: Target, drafters: dict, names: list[str], prompts: list, encoded: list,
+                 gen_settings, settings: BenchSettings) -> _Timed:
+    """Every method on every prompt, interleaved per prompt; greedy outputs checked against vanilla's."""
+    timed = _Timed({name: _MethodTotals() for name in names}, {name: [] for name in names})
+    greedy = settings.temperature == 0
+    bar = _progress(len(prompts), settings.progress)
+    try:
+        for i, (p, ids) in enumerate(zip(prompts, encoded)):
+            row = {"question_id": p.question_id, "category": p.category, "prompt_tokens": len(ids), "methods": {}}
+            runs = {}
+            for name in names:
+                try:
+                    run = _run_one(target, ids, drafters[name], gen_settings(i))
+                except GumihoError as e:
+                    raise GumihoError(f"Prompt {p.question_id}, method {name}: {e}") from None
+                runs[name] = run
+                t = timed.totals[name]
+                t.stats = t.stats.merge(run.stats)
+                t.runs += 1
+                row["methods"][name] = {"new_tokens": run.stats.new_tokens, "wall_s": round(run.stats.wall_s, 4),
+                                        "target_forwards": run.stats.target_forwards,
+                                        "finish_reason": run.finish_reason}
+            if "vanilla" in runs:
+                van_run = runs["vanilla"].stats
+                for name in names:
+                    timed.pairs[name].append((van_run.new_tokens, van_run.wall_s, runs[name].stats.new_tokens,
+                                              runs[name].stats.wall_s))
+            if greedy and "vanilla" in runs:
+                _check_lossless(timed, row, p, runs, [n for n in names if drafters[n] is not None])
+            timed.per_prompt.append(row)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return timed
+
+
+def _check_lossless(timed: _Timed, row: dict, p, runs: dict, spec_names: list[str]) -> None:
+    """Each drafting method's tokens against vanilla's on one prompt (greedy: they must be equal)."""
+    ref = runs["vanilla"].tokens
+    for name in spec_names:
+        same = runs[name].tokens == ref
+        timed.checked += 1
+        timed.identical += same
+        row["methods"][name]["identical"] = same
+        if not same:
+            first = next((k for k, (a, b) in enumerate(zip(ref, runs[name].tokens)) if a != b),
+                         min(len(ref), len(runs[name].tokens)))
+            timed.mismatches.append({"question_id": p.question_id, "method": name, "first_difference": first})
+
+
+def _method_record(drafter, st, pairs: list, tree: TreeSettings) -> dict:
+    """One method's entry of the record, from its merged stats and speedup pairs."""
+    sp = speedup(pairs) if pairs else None
+    depth = max(_depth(drafter), TABLE_POSITIONS) if _depth(drafter) else 0
+    # The learned drafter (None for vanilla, the copy proposer alone and the HF peers) and copy settings.
+    learned, copy_settings = split_copy(None if isinstance(drafter, HFGenerate) else drafter)
+    return {
+        "new_tokens": st.new_tokens,
+        "wall_s": round(st.wall_s, 4),
+        "tokens_per_s": round(st.tokens_per_s, 3),
+        "target_forwards": st.target_forwards,
+        "tau": round(st.tau, 4),
+        "acceptance_by_position": [round(a, 4) for a in st.acceptance_by_position(depth)],
+        "conditional_acceptance_by_position": [round(a, 4) for a in st.conditional_acceptance_by_position(depth)],
+        "speedup_vs_vanilla": None if sp is None else round(sp, 4),
+        # "wall time" (the same tokens as vanilla on every prompt) or "throughput" (tokens/s: sampled
+        # runs of different lengths, where wall times would credit whoever stopped sooner).
+        "speedup_kind": speedup_kind(pairs) if sp is not None else None,
+        # Extra keys (not part of the fixed contract above).
+        "verify_steps": st.verify_steps,
+        "mean_drafted": round(st.mean_drafted, 3),
+        "draft_s": round(st.draft_s, 4),
+        "verify_s": round(st.verify_s, 4),
+        "tree": asdict(tree) if learned is not None else None,
+        "drafter_kind": getattr(getattr(drafter, "cfg", None), "kind", None),
+        "drafter_dtype": _dtype_name(learned) if learned is not None else None,
+        # Who proposed the accepted draft tokens ("serial", "mlp", "copy"), as the events carry it, and the
+        # copy proposer's settings and drafted nodes (its acceptance: accepted "copy" tokens / copy_nodes).
+        "accepted_by_proposer": dict(sorted(st.accepted_by_head.items())),
+        "copy": asdict(copy_settings) if copy_settings is not None else None,
+        "copy_nodes": st.copy_nodes,
+        # The copy proposer's part of acceptance_by_position (the rest is the drafter's heads').
+        "copied_acceptance_by_position": ([round(a, 4) for a in st.copied_acceptance_by_position(depth)]
+                                          if copy_settings is not None else None),
+        "hf_lookup_tokens": drafter.lookup_tokens if isinstance(drafter, HFGenerate) else None,
     }
 
 

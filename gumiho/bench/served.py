@@ -36,7 +36,7 @@ def vllm_configs(target, work: Path) -> list[tuple]:
     only), and the shipped eagle3 and gumiho drafters as their exports write them."""
     from ..export.gumiho import write_gumiho
     from ..formats.eagle3 import write_eagle3
-    from ..models import load_drafter, shipped_drafter_path
+    from ..loading import load_drafter, shipped_drafter_path
 
     configs = [("vanilla", None, True), ("n-gram", NGRAM, False)]
     shipped = shipped_drafter_path("eagle3")

@@ -23,7 +23,7 @@ def add_common_arguments(p: argparse.ArgumentParser, kind: str, sources: str) ->
 def load_for_export(args, kind: str):
     """The target (float32, torch runtime) and the drafter ``args.src`` (``shipped``: the
     default target's drafter of ``kind``), after checking that ``args.out`` may be written."""
-    from ..models import load_drafter, load_target, shipped_drafter_path
+    from ..loading import load_drafter, load_target, shipped_drafter_path
 
     src = shipped_drafter_path(kind) if args.src == "shipped" else args.src
     if src is None:

@@ -54,7 +54,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     """Write a target (the embedded default unless --model) as a transformers folder."""
-    from ..models import load_target
+    from ..loading import load_target
 
     folder = check_out_folder(args.out, args.force)  # before the slow load: a wrong OUT fails at once
     target = load_target(args.model, device="cpu", dtype="float32", runtime="torch")

@@ -5,12 +5,12 @@
     CopyDrafter       the copy proposer beside a learned drafter, or alone (with_copy)
 
 ``as_proposer`` turns whatever the library takes as a drafter into one."""
-from .base import HEAD_LABELS, Budget, Head, Proposer, ProposerSession, Vanilla, Verified
+from .base import Budget, Head, Proposer, ProposerSession, Vanilla, Verified
 from .combined import CopyDrafter, split_copy, with_copy
 from .copying import CopyIndex, CopySession, CopySettings
 from .learned import DraftSession, LearnedProposer
 from .resolve import as_proposer
 
-__all__ = ["HEAD_LABELS", "Budget", "CopyDrafter", "CopyIndex", "CopySession", "CopySettings", "DraftSession", "Head",
+__all__ = ["Budget", "CopyDrafter", "CopyIndex", "CopySession", "CopySettings", "DraftSession", "Head",
            "LearnedProposer", "Proposer", "ProposerSession", "Vanilla", "Verified", "as_proposer", "split_copy",
            "with_copy"]

@@ -14,9 +14,10 @@ and vLLM's proposers (one ``propose`` per method) do. A proposer is the method a
 its weights; a session is one generation's state (caches, counters), so one
 proposer serves any number of generations, one after another or side by side.
 
-Every proposer names its heads (:class:`Head`): which draft positions it fills and
-what to call them. The events carry each token's head family, and the app takes its
-colours and legend from the heads.
+Every proposer names its heads (:class:`Head`): which draft positions each family
+fills. Every node of a draft tree records the head that proposed it
+(``DraftTree.heads``), the events carry it, and the app words and colours it
+(app/heads.py, app/palette.py).
 """
 from __future__ import annotations
 
@@ -26,25 +27,25 @@ from typing import Optional, Sequence
 from ..tree import DraftTree, TreeSettings
 from ..verifycost import VerifyCost
 
-# The head families the events speak of; the app gives each a hue (app/palette.py).
+# The head families the trees and events speak of; the app gives each its words and a hue.
 SERIAL, MLP, COPY, TARGET = "serial", "mlp", "copy", "target"
-# Each family's words where a proposer has none of its own (a format may name its heads otherwise).
-HEAD_LABELS = {SERIAL: "serial Transformer", MLP: "parallel MLP heads", COPY: "copied from the context"}
 
 
 @dataclass(frozen=True)
 class Head:
     """One group of draft positions that a proposer fills the same way.
 
-    ``family``: the word the events carry for its tokens (``EmittedToken.head``) and
-    the app's colour family: "serial" (a model run once per position, on its own
-    outputs), "mlp" (heads that guess several positions at once) or "copy" (tokens
-    copied from the context). ``label``: the legend's words for it. ``positions``:
-    the draft positions (1 = the first token after the root) it proposes."""
+    ``family``: the word the trees and events carry for its tokens
+    (``DraftTree.heads``, ``EmittedToken.head``): "serial" (a model run once per
+    position, on its own outputs), "mlp" (heads that guess several positions at
+    once) or "copy" (tokens copied from the context). ``positions``: the draft
+    positions (1 = the first token after the root) it proposes. ``kind``: the kind
+    of proposer it belongs to ("gumiho", "eagle3", "medusa", "copy", ...), by which
+    a reader may word it (the app calls Medusa's MLP heads "Medusa heads")."""
 
     family: str
-    label: str
     positions: tuple[int, ...]
+    kind: str = field(default="", kw_only=True)
 
 
 @dataclass
@@ -129,8 +130,11 @@ class Proposer:
         return COPY
 
     def head_of(self, tree: DraftTree, node: int) -> str:
-        """Who proposed ``node`` of a tree this proposer drafted: "target" for the
-        root, "copy" for a node copied from the context, else the family at its depth."""
+        """Who proposed ``node`` of a tree this proposer drafted: as the tree records
+        it; where it does not, "target" for the root, "copy" for a node copied from
+        the context, else the family at its depth."""
+        if len(tree.heads) == len(tree):
+            return tree.heads[node]
         if node == 0:
             return TARGET
         if tree.is_copied(node):

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from ..errors import GumihoError
 from ..tree import DraftTree, add_chain, keep_best
-from .base import COPY, HEAD_LABELS, Budget, Head, ProposerSession, Verified
+from .base import COPY, Budget, Head, ProposerSession, Verified
 
 
 @dataclass
@@ -221,4 +221,4 @@ class CopySession(ProposerSession):
 
 
 def copy_head(settings: CopySettings) -> Head:
-    return Head(COPY, HEAD_LABELS[COPY], tuple(range(1, settings.max_tokens + 1)))
+    return Head(COPY, tuple(range(1, settings.max_tokens + 1)), kind="copy")

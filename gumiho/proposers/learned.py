@@ -31,11 +31,7 @@ from ..cpulinear import pack_linears
 from ..drafter import Drafter, GrowingKV, causal_mask
 from ..tree import DraftTree, TreeSettings, select_nodes, tree_from_candidates
 from ..verifycost import best_node_count
-from .base import HEAD_LABELS, MLP, SERIAL, Budget, Head, Proposer, ProposerSession, Verified
-
-# The legend's words for the head families of kinds not called by the default words (HEAD_LABELS).
-SERIAL_LABELS = {"eagle": "one-layer Transformer", "eagle3": "EAGLE-3 draft layer"}
-MLP_LABELS = {"medusa": "Medusa heads"}
+from .base import MLP, SERIAL, Budget, Head, Proposer, ProposerSession, Verified
 
 
 class LearnedProposer(Proposer):
@@ -64,9 +60,9 @@ class LearnedProposer(Proposer):
         s, depth = self.cfg.serial_positions, self.cfg.max_depth
         out = []
         if s:
-            out.append(Head(SERIAL, SERIAL_LABELS.get(self.cfg.kind, HEAD_LABELS[SERIAL]), tuple(range(1, s + 1))))
+            out.append(Head(SERIAL, tuple(range(1, s + 1)), kind=self.cfg.kind))
         if depth > s:
-            out.append(Head(MLP, MLP_LABELS.get(self.cfg.kind, HEAD_LABELS[MLP]), tuple(range(s + 1, depth + 1))))
+            out.append(Head(MLP, tuple(range(s + 1, depth + 1)), kind=self.cfg.kind))
         return tuple(out)
 
     @property
@@ -312,7 +308,7 @@ class DraftSession(ProposerSession):
         if chains is not None:
             extension = _extension(keep, pool, chains, settings.full_tree_tokens)
         return tree_from_candidates(root_token, pool.tok, pool.par, pool.dep, pool.prob, pool.score,
-                                    settings.total_tokens, extension=extension, keep=keep)
+                                    settings.total_tokens, extension=extension, keep=keep, head_at=self.cfg.head_kind)
 
 
 def _full_tree_chains(pool: _Pool, chains: _MLPChains, only=None):

@@ -27,7 +27,7 @@ here: 0.48 on a logit two tokens later), so the output would no longer be vanill
 token for token. Moving a rejected cell to a sequence no token ever reads (the
 graveyard) keeps it occupied: live cells stay in position order, and a masked cell
 adds nothing (flash attention skips it), so every row is bit-for-bit what
-token-by-token decoding computes (tests/test_llamacpp_runtime.py). Buried cells
+token-by-token decoding computes (tests/runtimes/test_llamacpp_runtime.py). Buried cells
 cost room; when the cache runs out, it is rebuilt from the live tokens, batched as
 they were first decoded (the prompt in one batch, the rest in batches of CHUNK),
 which gives the same bits.
@@ -65,7 +65,7 @@ SEQUENCES = 64  # sequence ids per context: the tree's leaves, and the graveyard
 # runs, and greedy speculative decoding parted from vanilla on long prompts. Both the split
 # path and the tiled path for 64+ rows are taken only for float16/float32 caches: with
 # bfloat16 every forward, of any size and context, runs the one-pass kernel, so rows are
-# batch-invariant at every length (tests/test_llamacpp_runtime.py, prompts of 2,000+ tokens).
+# batch-invariant at every length (tests/runtimes/test_llamacpp_runtime.py, prompts of 2,000+ tokens).
 # The price, measured on two cores (research/kv_cache_types.py): about the same speed
 # after 200 tokens of context; after 2,000 tokens a one-token forward and the prompt's
 # prefill both about 1.6x float16's (docs/llamacpp.md).

@@ -127,9 +127,11 @@ def loss_weights(kind: str, ce_weight, reg_weight) -> tuple[float, float]:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        from ..models import load_target
+        from ..loading import load_target
         from .data import check_data_dir
-        from .loop import TrainConfig, end_processes, train
+        from .config import TrainConfig
+        from .loop import train
+        from .processes import end_processes
         from .objective import LossConfig
 
         for folder in args.data.split(","):

@@ -53,8 +53,8 @@ def widened_vocab(ids: torch.Tensor, size: int, vocab_size: int) -> torch.Tensor
 
 
 def main(argv=None) -> int:
-    from ..models import load_drafter, load_target
-    from .loop import evaluate
+    from ..loading import load_drafter, load_target
+    from .held_out import evaluate
     from .objective import LossConfig
 
     ap = argparse.ArgumentParser(prog="python -m gumiho.train.evaluate", description=__doc__.split("\n\n")[0])

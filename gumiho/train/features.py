@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         from ..drafter import default_feature_layers
-        from ..models import load_target
+        from ..loading import load_target
 
         if args.threads:
             torch.set_num_threads(args.threads)

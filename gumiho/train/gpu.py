@@ -12,7 +12,7 @@ fixed wall-time budget.
    while all of them share the GPU, sets the step count that fits the time left.
 3. Train: every kind continues to that same step count (same data, same batches,
    same token budget); since the probe paused inside warm-up, the result is the run
-   that was given that length from the start (tests/test_train.py checks this).
+   that was given that length from the start (tests/train/test_train.py checks this).
 
 With --init-from, each kind continues a saved drafter of its kind (for instance the
 shipped ones) on the new data instead of starting from random weights.

@@ -16,12 +16,9 @@ processes together, so none is left waiting in a collective the others have left
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-import os
 import signal
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,229 +29,19 @@ from tqdm import tqdm
 
 from ..drafter import Drafter, DrafterConfig
 from ..errors import GumihoError
-from ..machine import cpu_has_native_bf16
-from ..metrics import conditional_acceptance
-from . import data as tdata, launched_processes
-from .objective import LossConfig, draft_loss, loss_token_counts
-from .states import target_states
+from . import data as tdata
+from .config import TrainConfig, states_source
+from .held_out import evaluate, with_states
+from .objective import draft_loss, loss_token_counts
+from .processes import StopRequest, accelerator, sum_gradients
+from .resume import checkpoint_path, rng_state, save_checkpoint, set_rng_state
 from .widen import widen_to_fused
-
-FEATURE_SOURCES = ("auto", "cached", "on-the-fly")
-
-
-def cached_states_fit(seqs: list, feature_layers) -> bool:
-    """Whether every sequence carries the states a drafter reading ``feature_layers``
-    trains on: the final hidden state and, when fused, features of those layers."""
-    return all(s.hidden is not None and (not feature_layers or (s.features is not None
-                                                                and tuple(s.feature_layers) == tuple(feature_layers)))
-               for s in seqs)
-
-
-def states_source(cfg: "TrainConfig", feature_layers) -> tuple[list, bool]:
-    """The training sequences and whether their states are computed on the fly,
-    as ``cfg.features`` asks, refused with a clear message when cached states are asked
-    for and the shards do not hold them."""
-    if cfg.features not in FEATURE_SOURCES:
-        raise GumihoError(f"features must be one of {', '.join(FEATURE_SOURCES)}, not {cfg.features!r}")
-    if cfg.features == "on-the-fly":
-        return tdata.load_sequences(cfg.data, cfg.max_len, states=False), True
-    seqs = tdata.load_sequences(cfg.data, cfg.max_len)
-    if cached_states_fit(seqs, feature_layers):
-        return seqs, False
-    if cfg.features == "cached":
-        what = (f"the target's features of layers {list(feature_layers)}" if feature_layers
-                else "the target's hidden states")
-        raise GumihoError(f"The shards in {cfg.data!r} do not hold {what} for every sequence: cache them with "
-                          f"`python -m gumiho.train.features --data DIR --out DIR_WITH_FEATURES"
-                          + (f" --layers {','.join(map(str, feature_layers))}`" if feature_layers else "`")
-                          + ", or train with --features on-the-fly.")
-    for s in seqs:  # on the fly: the cached states are not used, do not keep them
-        s.hidden = s.features = s.feature_layers = None
-    return seqs, True
-
-
-@dataclass
-class TrainConfig:
-    data: str
-    out: str
-    kind: str = "gumiho"
-    epochs: float = 2.0
-    batch_tokens: int = 4096
-    max_len: int = 512
-    lr: float = 5e-4
-    warmup_steps: int = 30
-    weight_decay: float = 0.0
-    grad_clip: float = 0.5
-    draft_vocab: int = 8192
-    eval_fraction: float = 0.03
-    checkpoint_every: int = 50
-    seed: int = 0
-    precision: str = "auto"  # "auto", "bf16" or "fp32": see mixed_precision()
-    max_minutes: Optional[float] = None  # stop (with a checkpoint) after this much wall time
-    max_steps: Optional[int] = None
-    stop_at_step: Optional[int] = None  # pause here with a checkpoint; rerun to continue (schedule unchanged)
-    init_from: Optional[str] = None  # a saved drafter folder to continue training from (fresh optimizer/schedule)
-    # Where the target's states come from: "cached" (the shards'), "on-the-fly" (a target
-    # forward inside every step, gumiho.train.states), "auto" (cached when the shards
-    # hold what the drafter reads, else on the fly).
-    features: str = "auto"
-    loss: LossConfig = field(default_factory=LossConfig)
-    drafter_overrides: dict = field(default_factory=dict)
-
-
-def mixed_precision(precision: str) -> str:
-    """accelerate's ``mixed_precision`` for ``--precision``: "bf16" (autocast; weights,
-    optimizer state and the loss reductions stay float32) or "no". "auto" picks bf16
-    where the hardware does it natively: a bf16-capable GPU, or a CPU with
-    AVX512-BF16/AMX."""
-    if precision not in ("auto", "bf16", "fp32"):
-        raise GumihoError(f"precision must be auto, bf16 or fp32, not {precision!r}")
-    if precision != "auto":
-        return "bf16" if precision == "bf16" else "no"
-    if torch.cuda.is_available():
-        return "bf16" if torch.cuda.is_bf16_supported() else "no"
-    return "bf16" if cpu_has_native_bf16() else "no"
-
-
-class StopRequest:
-    """While training: SIGTERM or Ctrl-C (SIGINT) asks the loop to stop after the
-    current step, with a checkpoint, the held-out report and the saved drafter, as a
-    pause does; a second Ctrl-C stops at once. A job scheduler's or a deadline's
-    SIGTERM then loses no step. Handlers are installed only in the main thread (the
-    only one that may) and restored afterwards."""
-
-    def __init__(self):
-        self.signal: Optional[int] = None
-        self._previous: dict = {}
-
-    def __enter__(self) -> "StopRequest":
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.signal is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.signal = signum
-
-    def __exit__(self, *exc) -> bool:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        return False
-
 
 def _lr_factor(step: int, warmup: int, total: int) -> float:
     if step < warmup:
         return (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-def _ckpt_path(out: str) -> Path:
-    return Path(out) / "checkpoint" / "state.pt"
-
-
-def _sum_gradients(acc, params: list) -> None:
-    """Replace every gradient by its sum over the processes, in one collective: the
-    gradient of the whole batch's loss (see the module docstring). A weight that no
-    process's loss reached (a draft position beyond every share's sequences) keeps no
-    gradient, as in a single process, where the optimizer then leaves it alone; one
-    that some process's loss reached gets the sum, zeros standing in where it had none."""
-    flat = torch.cat([p.grad.flatten() if p.grad is not None else torch.zeros(p.numel(), device=p.device,
-                                                                                dtype=p.dtype) for p in params]
-                     + [torch.tensor([float(p.grad is not None) for p in params], device=params[0].device,
-                                     dtype=params[0].dtype)])
-    flat = acc.reduce(flat, reduction="sum")
-    reached = flat[-len(params):].tolist()
-    for p, part, n in zip(params, flat[:-len(params)].split([p.numel() for p in params]), reached):
-        p.grad = part.view_as(p) if n > 0 else None
-
-
-def _get_rng() -> dict:
-    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}
-
-
-def _set_rng(state: dict):
-    torch.set_rng_state(state["cpu"])
-    if state.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state(state["cuda"])
-
-
-def save_checkpoint(path: Path, drafter, optimizer, scheduler, step: int, extra: dict,
-                    progress: Optional[dict] = None, rng_by_rank: Optional[list] = None):
-    """``progress``: what the run's summary counts from its first step (history
-    lines, wall time, tokens seen), so a resumed run reports the whole run.
-    ``rng_by_rank``: with several processes, every process's random state."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {
-        "model": drafter.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "step": step,
-        "rng_cpu": torch.get_rng_state(),
-        "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-        "extra": extra,
-        "progress": progress or {},
-        "rng_by_rank": rng_by_rank,
-    }
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)  # a crash mid-save never damages the previous checkpoint
-
-
-def with_states(batch: dict, target_model, feature_layers) -> dict:
-    """``batch`` with the target's states computed from its tokens (on-the-fly training)."""
-    hidden, features = target_states(target_model, batch["ids"], batch["valid"], feature_layers)
-    return dict(batch, hidden=hidden, features=features)
-
-
-@torch.no_grad()
-def evaluate(drafter, seqs, batch_tokens: int, loss_cfg: LossConfig, device, sum_over_processes=None,
-             target_model=None) -> dict:
-    """Held-out per-position top-1 agreement with the target (with the true prefix),
-    against the target's top token over its whole vocabulary (a token outside the
-    draft vocabulary is a miss): an estimate of conditional acceptance at each
-    position; its running product estimates (unconditional) acceptance at each
-    position for a chain draft.
-
-    ``sum_over_processes`` (data parallel): sums a float64 tensor over the processes; each process
-    then passes its own share of the held-out sequences, and every process gets the
-    report of all of them. ``target_model``: computes the target's states of sequences
-    that carry none (on-the-fly data)."""
-    was = drafter.training
-    drafter.eval()
-    n_pos = drafter.cfg.max_depth
-    hits = torch.zeros(n_pos, dtype=torch.float64)
-    counts = torch.zeros(n_pos, dtype=torch.float64)
-    loss_sum, n_b = 0.0, 0
-    for index in (tdata.batches(seqs, batch_tokens, seed=0, epoch=0) if seqs else []):
-        batch = tdata.collate(seqs, index, device)
-        if "hidden" not in batch:
-            if target_model is None:
-                raise GumihoError("these sequences carry no target states: pass the target model")
-            batch = with_states(batch, target_model, drafter.cfg.feature_layers)
-        loss, info = draft_loss(drafter, batch, dataclasses.replace(loss_cfg, noise=0.0),
-                                exact_top1=True)
-        loss_sum += float(loss)
-        n_b += 1
-        c = torch.tensor(info["count"], dtype=torch.float64)
-        hits += (torch.tensor(info["top1"], dtype=torch.float64) * c).round()  # whole hit counts
-        counts += c
-    drafter.train(was)
-    if sum_over_processes is not None:
-        summed = sum_over_processes(torch.cat([hits, counts, torch.tensor([loss_sum, n_b], dtype=torch.float64)]))
-        hits, counts, (loss_sum, n_b) = summed[:n_pos], summed[n_pos:2 * n_pos], summed[2 * n_pos:].tolist()
-    if n_b == 0:
-        return {}
-    cond = (hits / counts.clamp(min=1)).tolist()
-    uncond, prod = [], 1.0
-    for c in cond:
-        prod *= c
-        uncond.append(prod)
-    return {"loss": loss_sum / max(1, n_b), "top1_by_position": cond, "top1_vocabulary": "full",
-            "chain_acceptance_estimate": uncond,
-            "tau_estimate": 1 + sum(uncond), "conditional_check": conditional_acceptance(uncond)}
 
 
 def initial_drafter(folder: str, drafter: Drafter, expected: DrafterConfig) -> Drafter:
@@ -272,26 +59,14 @@ def initial_drafter(folder: str, drafter: Drafter, expected: DrafterConfig) -> D
     return drafter.train()
 
 
-def end_processes() -> None:
-    """After the last training run of a data-parallel process: wait for the others and
-    take the process group down. A gloo group left to the interpreter's exit can abort
-    the process ("terminate called without an active exception") after its work is
-    done, which fails the launch."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
-
-
 def train(cfg: TrainConfig, target_model, target_name: str, eos_ids: set[int], log=print) -> dict:
     """Train a drafter of ``cfg.kind`` for ``target_model`` on the shards in
     ``cfg.data``; writes the drafter to ``cfg.out`` and returns a summary."""
-    acc, precision = _accelerator(cfg)
+    acc, precision = accelerator(cfg)
     if not acc.is_main_process:
         log = lambda message: None  # noqa: E731 -- one process speaks for all
     run = _set_up(cfg, acc, precision, target_model, target_name, eos_ids, log)
-    progress = _resume(run, _ckpt_path(cfg.out), log)
+    progress = _resume(run, checkpoint_path(cfg.out), log)
     if cfg.init_from and progress.step == 0 and run.eval_seqs:
         # What the continued drafter agrees with before this run: the baseline the final
         # held-out report is read against (same split, same measure).
@@ -357,30 +132,6 @@ class _Progress:
     at_start: Optional[dict] = None
 
 
-def _accelerator(cfg: TrainConfig):
-    """accelerate's Accelerator for this run and its mixed precision, refused when the
-    launched processes and accelerate's set-up disagree."""
-    from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
-
-    precision = mixed_precision(cfg.precision)
-    # accelerate keeps one process-wide state and refuses a second Accelerator with
-    # another precision; drop it (not the distributed PartialState) so one process,
-    # e.g. a notebook, can train several drafters with different settings.
-    AcceleratorState._reset_state()
-    _, launched = launched_processes()  # processes started by torchrun / accelerate launch
-    # Without a GPU, accelerate sets up several launched processes only when told to
-    # use the CPU (gloo); with GPUs it does so by itself.
-    acc = Accelerator(mixed_precision=precision, cpu=launched > 1 and not torch.cuda.is_available())
-    if launched > 1 and acc.num_processes != launched:
-        raise GumihoError(
-            f"{launched} processes were launched (WORLD_SIZE={launched}) but accelerate set up "
-            f"{acc.num_processes}, so every process would train on all the data alone. On GPUs launch with "
-            f"`accelerate launch --multi_gpu --num_processes {launched} -m gumiho.train ...`; on CPUs with "
-            f"`torchrun --nproc_per_node {launched} -m gumiho.train ...`.")
-    return acc, precision
-
-
 def _set_up(cfg: TrainConfig, acc, precision: str, target_model, target_name: str, eos_ids: set[int], log) -> _Run:
     """The data, the drafter (new or continued), its optimizer and schedule, in the order
     that fixes the random streams: a run set up again from the same seed is the same run."""
@@ -427,7 +178,7 @@ def _set_up(cfg: TrainConfig, acc, precision: str, target_model, target_name: st
     total_steps = min(schedule.total_steps, cfg.max_steps) if cfg.max_steps else schedule.total_steps
     optimizer, scheduler = _optimizer(cfg, drafter, total_steps)
     # The drafter is driven through its methods, not forward(), so it is not wrapped
-    # in DDP; gradients are summed across processes explicitly (_sum_gradients).
+    # in DDP; gradients are summed across processes explicitly (sum_gradients).
     optimizer = acc.prepare(optimizer)
     return _Run(cfg, acc, target_model, dcfg, drafter, vocab_ids, cover, train_seqs, eval_seqs, on_the_fly,
                 schedule, total_steps, optimizer, scheduler, n_params, n_target)
@@ -478,7 +229,7 @@ def _resume(run: _Run, ckpt: Path, log) -> _Progress:
     step, world = state["step"], run.world
     by_rank = state.get("rng_by_rank")
     if world > 1 and by_rank and len(by_rank) == world:
-        _set_rng(by_rank[run.rank])
+        set_rng_state(by_rank[run.rank])
     elif world > 1 or by_rank:
         # The global batches are the same with any number of processes; only the
         # noise draws cannot continue the saved streams.
@@ -523,9 +274,9 @@ def _train_steps(run: _Run, progress: _Progress, log) -> tuple[bool, float]:
                                      "wall_s": round(progress.wall_before + time.time() - t_start, 3)})
             if progress.step % cfg.checkpoint_every == 0 or progress.step == run.total_steps or out_of_time:
                 # Each process's random streams (the noise), gathered from all of them.
-                rng = gather_object([_get_rng()]) if run.world > 1 else None
+                rng = gather_object([rng_state()]) if run.world > 1 else None
                 if acc.is_main_process:
-                    save_checkpoint(_ckpt_path(cfg.out), run.drafter, run.optimizer, run.scheduler, progress.step,
+                    save_checkpoint(checkpoint_path(cfg.out), run.drafter, run.optimizer, run.scheduler, progress.step,
                                     {"kind": cfg.kind},
                                     {"history": progress.history, "tokens_seen": progress.tokens_seen,
                                      "wall_s": progress.wall_before + time.time() - t_start,
@@ -578,7 +329,7 @@ def _step(run: _Run, step: int):
     run.optimizer.zero_grad(set_to_none=True)
     acc.backward(loss)
     if run.world > 1:
-        _sum_gradients(acc, [p for p in raw.parameters() if p.requires_grad])
+        sum_gradients(acc, [p for p in raw.parameters() if p.requires_grad])
     if cfg.grad_clip:
         acc.clip_grad_norm_(raw.parameters(), cfg.grad_clip)
     run.optimizer.step()

@@ -1,0 +1,83 @@
+"""Loading a drafter for a loaded target: this project's folders, other projects'
+layouts (gumiho.formats), the paper's official checkpoints (gumiho.official), or
+random weights of a kind (a drafter to compare against, or one not trained yet)."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+
+from ..drafter import Drafter, DrafterConfig
+from ..errors import GumihoError
+from ..target import Target
+from .device import drafter_dtype
+
+
+def load_drafter(path: str, target: Target, dtype: Optional[str] = None):
+    """A drafter folder (config.json + model.safetensors) attached to ``target``, an
+    EAGLE-3 or Medusa checkpoint in another project's layout (folder or hub id; see
+    gumiho.formats), or an official Gumiho checkpoint (hub id, or a folder or file
+    with pytorch_model.bin; see gumiho.official). Refuses a drafter made for another model. ``dtype``: see
+    :func:`drafter_dtype`."""
+    from ..formats.detect import hub_folder, load_foreign
+    from ..official import is_official_source, load_official, looks_like_hub_id
+
+    if not isinstance(target, Target):
+        raise GumihoError(f"load_drafter needs the loaded target the drafter will draft for, got "
+                          f"{type(target).__name__}: call load_drafter(path, load_target(...)).")
+    if not isinstance(path, str) or not path.strip():
+        raise GumihoError("No drafter path given: pass a drafter folder (config.json + model.safetensors), an "
+                          "official Gumiho checkpoint, or train one with `python -m gumiho.train`.")
+    if _engine_weights_without_config(path):
+        raise GumihoError(
+            f"Drafter folder {path!r} has model.safetensors but no config.json; put the config.json "
+            f"saved with these weights next to them (or save the drafter again)."
+        )
+    dt = drafter_dtype(target, dtype)
+    folder = os.path.expanduser(path.strip())
+    if os.path.isdir(folder) and os.path.isfile(os.path.join(folder, "config.json")):
+        # Another project's layout (EAGLE-3, Medusa) by its config.json; None: this project's own.
+        foreign = load_foreign(folder, target, dt, where=path)
+        if foreign is not None:
+            return foreign
+    elif looks_like_hub_id(path.strip()) and (hub := hub_folder(path.strip())) is not None:
+        return load_foreign(hub, target, dt, where=path)
+    if is_official_source(path):
+        return load_official(path, target, dtype=dt)
+    if not (os.path.isfile(os.path.join(folder, "config.json"))
+            and os.path.isfile(os.path.join(folder, "model.safetensors"))):
+        # One answer for a missing path, an ordinary file and a folder without a
+        # drafter, so that it does not tell a remote user which paths exist here.
+        raise GumihoError(f"There is no drafter at {path!r}: the path does not exist or is not a drafter. A drafter "
+                          f"folder must hold config.json and model.safetensors (written by `python -m gumiho.train`); "
+                          f"an official Gumiho checkpoint is a pytorch_model.bin or .safetensors file, a folder "
+                          f"holding one, or a hub id like 'amd/Gumiho-vicuna-7b'.")
+    drafter = Drafter.load(folder, device=target.device, dtype=dt)
+    drafter.attach_target(target.model)
+    return drafter
+
+
+def _engine_weights_without_config(path) -> bool:
+    """A folder holding this engine's drafter weights (they carry ``draft_vocab_ids``)
+    whose config.json is missing: not an official checkpoint, just incomplete."""
+    if not isinstance(path, str) or not os.path.isdir(path) or os.path.exists(os.path.join(path, "config.json")):
+        return False
+    weights = os.path.join(path, "model.safetensors")
+    if not os.path.isfile(weights):
+        return False
+    try:
+        from safetensors import safe_open
+
+        with safe_open(weights, framework="pt") as f:
+            return "draft_vocab_ids" in f.keys()
+    except Exception:  # unreadable: let the loaders report it
+        return False
+
+
+def random_drafter(target: Target, kind: str, seed: int, dtype: Optional[str] = None) -> Drafter:
+    """A drafter of ``kind`` sized for ``target`` with random weights drawn after
+    ``torch.manual_seed(seed)``, ready to draft (see :func:`drafter_dtype` for ``dtype``)."""
+    torch.manual_seed(seed)
+    d = Drafter(DrafterConfig.for_target(target.config, kind))
+    return d.to(device=target.device, dtype=drafter_dtype(target, dtype)).eval().attach_target(target.model)

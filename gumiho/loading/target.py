@@ -1,0 +1,126 @@
+"""Loading a target: the embedded default (its GGUF file, on the runtime chosen for
+it), a hub id or a local folder, on a device and in a dtype, wrapped as a Target
+ready for decoding."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+
+from ..checkpoint import first_line
+from ..cpulinear import pack_linears
+from ..errors import GumihoError
+from ..runtimes.layouts import layout_file, pick_layout
+from ..runtimes.llamacpp import LlamaCppRuntime
+from ..target import Target
+from ..treeattn import use_tree_attention
+from .assets import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, default_target_files
+from .device import pick_device, pick_dtype
+from .runtime import pick_runtime, resolve_runtime
+from .sources import is_model_folder, looks_like_path, no_model_folder
+from .weights import model_config, verify_target_weights
+
+
+def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None,
+                dtype: Optional[str] = None, runtime: Optional[str] = None, layout: Optional[str] = None) -> Target:
+    """The embedded default (None or 'smollm2-135m-instruct'), a local folder, or a hub id.
+
+    ``runtime``: 'auto' (the default: llama.cpp for the embedded GGUF on a CPU when
+    llama-cpp-python is installed, else torch; see :func:`resolve_runtime`), 'torch'
+    (float32 dequantised weights, any model, any device) or 'llama.cpp' (the embedded
+    GGUF's packed blocks in llama.cpp, CPU only; see gumiho.runtimes.llamacpp); None reads the
+    environment variable GUMIHO_RUNTIME.
+
+    ``layout`` (llama.cpp runtime only): 'q4_1' (the default: the shipped file as it is) or
+    'q4_0' (its weights rewritten once as Q4_0, whose products llama.cpp batches: faster,
+    and further from the float32 weights; gumiho.runtimes.layouts); None reads GUMIHO_LAYOUT."""
+    asked = pick_runtime(runtime)
+    chosen_layout = pick_layout(layout)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dev = pick_device(device)
+    dt = pick_dtype(dtype, dev)
+    name = name_or_path or DEFAULT_TARGET
+    if not isinstance(name, str) or not name.strip():
+        raise GumihoError("The model id or path is empty; leave it unset for the default SmolLM2-135M-Instruct.")
+    name = name.strip()
+    embedded = name.lower() in (DEFAULT_TARGET, DEFAULT_TARGET_LABEL.lower(), "default")
+    runtime = resolve_runtime(asked, embedded, dev)
+    if layout is not None and runtime != "llama.cpp":
+        raise GumihoError("layout= chooses the llama.cpp runtime's 4-bit file; this target runs on the torch "
+                          "runtime (float32 weights). Leave layout unset, or load with runtime='llama.cpp'.")
+    if runtime == "llama.cpp" and (not embedded or dev.type != "cpu"):
+        raise GumihoError("The llama.cpp runtime runs the embedded GGUF model on a CPU; other models and "
+                          "devices use runtime='torch'.")
+    try:
+        if embedded:
+            folder, gguf = default_target_files()
+            tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=dt)
+            label = DEFAULT_TARGET_LABEL
+            gguf_path = os.path.join(folder, gguf)
+        else:
+            as_path = looks_like_path(name)
+            # transformers reads an existing local path before the hub: it must then be a model folder.
+            if (as_path or os.path.exists(name)) and not is_model_folder(os.path.expanduser(name)):
+                raise no_model_folder(name)
+            name = os.path.expanduser(name) if as_path else name
+            # trust_remote_code=False everywhere: never a question on stdin, never a repo's code run.
+            config = model_config(name)
+            verify_target_weights(name, config)
+            tok = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
+            model, info = AutoModelForCausalLM.from_pretrained(name, config=config, dtype=dt, trust_remote_code=False,
+                                                               output_loading_info=True)
+            # The check above runs before allocating; this is transformers' own report, after.
+            gaps = list(info.get("missing_keys") or []) + [str(k) for k in info.get("mismatched_keys") or []]
+            if gaps:
+                raise GumihoError(f"The weights of model {name!r} do not fill the model its config describes "
+                                  f"({len(gaps)} tensor(s) missing or of another shape, e.g. {sorted(gaps)[0]!r}); "
+                                  f"refusing random values. Give the folder with all of the model's weights.")
+            label = name
+    except GumihoError:
+        raise
+    except Exception as e:  # OSError, ValueError, or whatever else a foreign model's files make transformers throw
+        first = first_line(e)[:300]
+        from huggingface_hub import constants as hub_constants
+
+        offline = " Offline mode is on (HF_HUB_OFFLINE), so only models already downloaded can load." \
+            if getattr(hub_constants, "HF_HUB_OFFLINE", False) else ""
+        raise GumihoError(
+            f"Could not load model {name!r}: {first}.{offline} Give a local folder with config.json and weights, "
+            f"or a hub id while online (HF_HUB_OFFLINE must not be set); leave it empty for the default."
+        ) from None
+    model.to(dev).eval()
+    target = prepare_target(model, tok, label, dev, dt)
+    if runtime == "llama.cpp":
+        lc = LlamaCppRuntime(layout_file(gguf_path, chosen_layout), target.context_length,
+                             weights=chosen_layout.label)
+        target = Target(model, tok, label, dev, dt, runtime=lc, _torch_view=target)
+    return target
+
+
+def prepare_target(model, tokenizer, name: str, device=None, dtype=None) -> Target:
+    """Wrap an already loaded HF causal LM (also used by tests with tiny random models)."""
+    cfg = model.config
+    text_cfg = getattr(cfg, "get_text_config", lambda: cfg)()
+    if "sliding_attention" in (getattr(text_cfg, "layer_types", None) or []):
+        raise GumihoError(
+            f"{name} uses sliding-window attention layers, which tree verification does not support yet; "
+            f"use a model with full attention (Llama, Qwen2, SmolLM, Mistral without sliding window)."
+        )
+    for attr in ("final_logit_softcapping", "logit_scale"):
+        if getattr(text_cfg, attr, None) not in (None, 1.0):
+            raise GumihoError(f"{name} post-processes its logits ({attr}); not supported by the engine yet.")
+    device = device or next(model.parameters()).device
+    dtype = dtype or next(model.parameters()).dtype
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    if torch.device(device).type == "cpu":
+        # Pre-packed float32 weights: a verify forward over a few rows then costs little
+        # more than a one-token forward (see gumiho.cpulinear); and tree attention that
+        # does not copy the KV cache per query head (see gumiho.treeattn).
+        pack_linears(model)
+        use_tree_attention(model)
+    return Target(model=model, tokenizer=tokenizer, name=name, device=torch.device(device), dtype=dtype)

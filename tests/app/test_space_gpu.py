@@ -1,0 +1,220 @@
+"""The app on a Space's hardware: the `spaces` package's GPU decorator is a no-op
+off ZeroGPU, a CUDA device gets the paper's tree, and a model job takes the ZeroGPU
+path (the function's name and the request sent to a GPU worker, both ways through
+pickle, as `spaces` sends them) with the same result on a CPU. One test imports the
+app with `spaces` switched to its ZeroGPU mode, which patches torch as on a Space;
+no GPU is lent here, so no job runs in a real GPU worker (see README: Run it on a Space)."""
+from __future__ import annotations
+
+import contextvars
+import os
+import pickle
+import subprocess
+import sys
+import threading
+
+import gradio as gr
+import pytest
+import spaces  # pinned in requirements.txt: the Space imports it
+import torch
+
+from gumiho import GumihoError, TreeSettings
+from app import gpu
+from app import hub as hub_module
+from app.hub import ModelHub, _random_drafter
+from app.jobs import ModelThread
+from app.inputs import DEVICE_TREE, parse_request
+from app.race import Progress, compute_race
+from app.walkthrough import compute_walk
+
+from helpers import ROOT, ready_hub, tiny_target
+from test_app_render import END, TOK
+
+
+def test_the_gpu_decorator_is_the_identity_off_zerogpu():
+    assert not gpu.ZERO_GPU, "SPACES_ZERO_GPU is set in this test run"
+
+    def job(hub, req, stop):
+        return 1
+
+    assert spaces.GPU(job) is job and spaces.GPU(duration=30)(job) is job
+    assert gpu.on_gpu(job) is job
+    assert gpu.gpu_call is gpu.run_job
+
+
+def test_zerogpu_is_detected_as_the_spaces_package_detects_it():
+    from spaces.config import boolean
+
+    for value in (None, "", "true", "True", "TRUE", "1", "t", "false", "0", "yes", "no"):
+        assert gpu._flag(value) == boolean(value), value
+
+
+def test_a_cuda_device_gets_the_papers_tree(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert gpu.model_device() == "cuda"
+    tree = TreeSettings.for_device(gpu.model_device())
+    assert (tree.total_tokens, tree.depth, tree.top_k, tree.full_tree) == (63, 7, 10, True)
+    # The default model is loaded on that device.
+    asked = []
+    monkeypatch.setattr(hub_module, "load_target", lambda name=None, device=None, dtype=None: asked.append(device))
+    ModelHub(warmup=False)._default_loader()
+    assert asked == ["cuda"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_a_cpu_gets_the_cpu_tree():
+    assert gpu.model_device() == "cpu"
+    assert DEVICE_TREE == TreeSettings.for_device("cpu")
+    assert DEVICE_TREE.total_tokens < 63
+
+
+def test_a_model_job_runs_in_its_submitters_context():
+    """What lets a ZeroGPU call on the model thread see its web request (and quota)."""
+    var = contextvars.ContextVar("request", default=None)
+    var.set("request-1")
+    seen = ModelThread().submit(var.get).result(timeout=10)
+    assert seen == "request-1"
+
+
+# ----------------------------------------------------------------------------- the ZeroGPU path on a CPU
+
+
+@pytest.fixture(scope="module")
+def tiny_hub():
+    target = tiny_target("llama", vocab=320, hidden=32, eos=END, ctx=256, seed=4)
+    target.tokenizer = TOK
+    return ready_hub(target, _random_drafter(target, "gumiho"), "random drafter")
+
+
+def like_spaces(fn):
+    """What `spaces.GPU` does to a call on ZeroGPU, minus the GPU: the arguments are
+    pickled to a worker (here a fresh thread with an empty context) and the result
+    is pickled back."""
+    def call(*args):
+        sent = pickle.dumps(args)
+        out = {}
+
+        def worker():
+            try:
+                out["value"] = pickle.dumps(fn(*pickle.loads(sent)))
+            except BaseException as e:
+                out["error"] = e
+        t = threading.Thread(target=contextvars.Context().run, args=(worker,))
+        t.start()
+        t.join(60)
+        if "error" in out:
+            raise out["error"]
+        return pickle.loads(out["value"])
+    return call
+
+
+@pytest.fixture
+def zero_gpu(monkeypatch):
+    monkeypatch.setattr(gpu, "ZERO_GPU", True)
+    monkeypatch.setattr(gpu, "gpu_call", like_spaces(gpu.run_job))
+
+
+def tokens(run):
+    return [t for e in run.events for t in e.tokens]
+
+
+def test_a_race_and_a_walk_take_the_zerogpu_path_with_the_same_result(tiny_hub, zero_gpu):
+    req = parse_request("Hello there", 8, 0.0, 1.0, 0, 3, 2, 4)
+    direct = compute_race(tiny_hub, req, threading.Event())
+    assert tokens(direct.vanilla) == tokens(direct.gumiho) and len(tokens(direct.vanilla)) == 8
+
+    race_on_gpu = gpu.on_gpu(compute_race)
+    assert race_on_gpu is not compute_race
+    # As layout.py calls it on the model thread: a stop flag and a progress counter,
+    # which stay behind (a GPU worker cannot share them).
+    via = tiny_hub.submit(lambda: race_on_gpu(tiny_hub, req, threading.Event(), Progress())).result(timeout=120)
+    assert tokens(via.vanilla) == tokens(direct.vanilla) and tokens(via.gumiho) == tokens(direct.gumiho)
+    assert via.model == direct.model
+
+    def walked(walk):
+        return [tv.token for view in walk.views for tv in view.tokens], [s.parents for s in walk.steps]
+
+    walk = gpu.on_gpu(compute_walk)(tiny_hub, req, threading.Event())
+    assert walk.steps and walked(walk) == walked(compute_walk(tiny_hub, req, threading.Event()))
+
+
+def test_a_jobs_message_and_a_zerogpu_refusal_reach_the_page(tiny_hub, zero_gpu, monkeypatch):
+    loading = ModelHub(default_loader=lambda: None, warmup=False)  # not started: "still loading"
+    req = parse_request("Hello there", 8, 0.0, 1.0, 0, 3, 2, 4)
+    with pytest.raises(GumihoError, match="still loading"):
+        gpu.on_gpu(compute_race)(loading, req, threading.Event())
+
+    def refused(*args):
+        raise gr.Error("You have used up your daily GPU quota.", title="ZeroGPU quota exceeded")
+    monkeypatch.setattr(gpu, "gpu_call", refused)
+    with pytest.raises(GumihoError, match="^ZeroGPU quota exceeded: You have used up"):
+        gpu.on_gpu(compute_race)(tiny_hub, req, threading.Event())
+
+
+def test_a_gpu_call_asks_for_time_by_the_size_of_the_request(monkeypatch):
+    monkeypatch.delenv("GUMIHO_GPU_DURATION", raising=False)
+    short = gpu.gpu_seconds("m", "f", 1, parse_request("Hi", 16, 0.0, 1.0, 0, 3, 2, 4))
+    long = gpu.gpu_seconds("m", "f", 1, parse_request("Hi", 512, 0.0, 1.0, 0, 3, 2, 4))
+    assert 0 < short < long <= 120
+    monkeypatch.setenv("GUMIHO_GPU_DURATION", "45")
+    assert gpu.gpu_seconds("m", "f", 1, parse_request("Hi", 512, 0.0, 1.0, 0, 3, 2, 4)) == 45
+
+
+# ----------------------------------------------------------------------------- `spaces` in its ZeroGPU mode
+
+ZERO_GPU_START = r"""
+import threading
+import types
+import torch
+# A CPU build of torch lacks three CUDA hooks that `spaces` reads at import on ZeroGPU.
+torch.version.cuda = torch.version.cuda or "12.8"
+torch._C._cuda_init = getattr(torch._C, "_cuda_init", lambda: None)
+def _is_in_bad_fork():
+    return False
+if not torch.cuda.is_available():
+    torch.cuda._is_in_bad_fork = _is_in_bad_fork
+
+import app
+from app import gpu, inputs
+from app.hub import ModelHub
+from app.race import compute_race
+from gumiho.loading import prepare_target
+from transformers import LlamaConfig, LlamaForCausalLM
+
+assert gpu.ZERO_GPU and torch.cuda.is_available() and gpu.model_device() == "cuda"
+assert inputs.DEVICE_TREE.total_tokens == 63, inputs.DEVICE_TREE
+assert gpu.gpu_call is not gpu.run_job and hasattr(gpu.gpu_call, "zerogpu")  # registered with spaces
+assert gpu.on_gpu(compute_race) is not compute_race
+from app import layout
+assert hasattr(layout.compute_race, "__wrapped__") and hasattr(layout.compute_walk, "__wrapped__")
+
+threads = []
+def load():
+    threads.append(threading.current_thread())
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1))
+    return prepare_target(model.to(gpu.model_device()), None, "tiny")
+
+def no_warm_up(*args):
+    raise AssertionError("warmed up on the serving process")
+
+hub = ModelHub(default_loader=load)
+hub._warm = no_warm_up
+hub.resolve = lambda *a, **k: types.SimpleNamespace(drafter=None)  # no drafter needed here
+hub.start()
+assert hub.state == "ready", (hub.state, hub.error)
+assert threads == [threading.main_thread()]  # the thread whose torch `spaces` patched
+assert hub.default.device.type == "cuda" and next(hub.default.model.parameters()).device.type == "cuda"
+print("zerogpu start-up ok")
+"""
+
+
+def test_the_app_starts_as_zerogpu_wants_with_spaces_in_its_zerogpu_mode():
+    """`spaces` with SPACES_ZERO_GPU set (its device API a closed local port, never
+    called): the tree is the paper's, the GPU function is registered, and the
+    default model loads on the main thread, before a launch, without a warm-up."""
+    env = dict(os.environ, SPACES_ZERO_GPU="true", SPACES_ZERO_DEVICE_API_URL="http://127.0.0.1:9",
+               PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", ZERO_GPU_START], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "zerogpu start-up ok" in out.stdout, out.stderr[-3000:]

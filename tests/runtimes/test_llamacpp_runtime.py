@@ -1,0 +1,279 @@
+"""The default target run by llama.cpp as its GGUF file stores it (gumiho.runtimes.llamacpp):
+tree verification through sequence ids gives every row what token-by-token decoding
+gives it, bit for bit, and speculative decoding emits vanilla's tokens."""
+import os
+import random
+
+import pytest
+import torch
+
+from gumiho import GenerationSettings, generate, stream
+from gumiho.errors import GumihoError
+from gumiho.runtimes.llamacpp import _tree_sequences
+from gumiho.tree import DraftTree, TreeSettings, verify_inputs
+
+from helpers import OracleDrafter
+
+# Prompts written for this test (not in any bench set): a recipe, code, a question, French.
+PROMPTS = ["Give me a recipe for a quick tomato soup.",
+           "Write a Python function that returns the n-th Fibonacci number.",
+           "Why do cats purr?",
+           "Décris une journée d'automne à Lyon en trois phrases."]
+
+
+def test_tree_sequences_are_the_leaves_below_each_node():
+    #        0
+    #      1   2
+    #     3 4   5
+    parents = [-1, 0, 0, 1, 1, 2]
+    seqs, depths = _tree_sequences(parents)
+    assert depths == [0, 1, 1, 2, 2, 2]
+    assert seqs == [[0, 1, 2], [0, 1], [2], [0], [1], [2]]
+    # Each node's first id reaches exactly its ancestors and itself, as the tree mask says.
+    _, _, mask = verify_inputs(DraftTree([7] * 6, parents, depths, [1.0] * 6), 3, "cpu", torch.float32)
+    for i in range(6):
+        sees = [j for j in range(6) if seqs[i][0] in seqs[j] and depths[j] <= depths[i]]
+        assert sees == [j for j in range(6) if mask[0, 0, i, 3 + j] == 0]
+
+
+def users_threads(target):
+    """llama.cpp with the threads a user's process gives it (torch's default: the
+    machine's cores), not the suite's one (conftest.py): its kernels differ by thread
+    count (a one-token forward splits a long cache among the threads), so bit-for-bit
+    claims are checked as users run it. Set before the first cache makes a context."""
+    target.runtime.threads = max(2, os.cpu_count() or 2)
+    return target
+
+
+@pytest.fixture(scope="module", params=["q4_1", "q4_0"])
+def lc_target(request):
+    """The runtime on each file it offers (gumiho.runtimes.layouts): the shipped Q4_1 file
+    (the default) and the Q4_0 rewrite, whose products take llama.cpp's repacked kernels.
+    Exactness is a property of the kernels, so every claim is checked on both."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
+    from gumiho.loading import load_target
+    return users_threads(load_target(runtime="llama.cpp", layout=request.param))
+
+
+def test_a_tree_verify_gives_each_row_the_one_token_forwards_bits(lc_target):
+    ids = lc_target.encode(PROMPTS[0])
+    ref = generate(lc_target, prompt_ids=ids, settings=GenerationSettings(max_new_tokens=6)).tokens
+    # The one-token rows: prompt, then each reference token alone.
+    cache = lc_target.new_cache()
+    lc_target.forward(ids, 0, cache, last_logits_only=True)
+    singles = []
+    for k, tok in enumerate(ref[:4]):
+        st, lg = lc_target.forward([tok], len(ids) + k, cache)
+        singles.append((st[0], lg[0]))
+    # The same tokens as the true branch of a tree with decoys beside and below them.
+    decoy = lambda t: (t + 101) % 49152  # noqa: E731
+    tokens = [ref[0], ref[1], decoy(ref[1]), ref[2], decoy(ref[2]), decoy(ref[3]), ref[3]]
+    parents = [-1, 0, 0, 1, 1, 2, 3]
+    depths = [0, 1, 1, 2, 2, 2, 3]
+    true_nodes = [0, 1, 3, 6]
+    cache = lc_target.new_cache()
+    lc_target.forward(ids, 0, cache, last_logits_only=True)
+    states, logits = lc_target.forward(tokens, len(ids), cache, parents)
+    for node, (st, lg) in zip(true_nodes, singles):
+        assert torch.equal(logits[node], lg) and torch.equal(states[node], st)
+    # After keeping the true path, the next one-token forward is the one-token decoder's too.
+    lc_target.keep(cache, len(ids), true_nodes)
+    _, nxt = lc_target.forward([ref[4]], len(ids) + 4, cache)
+    chain = lc_target.new_cache()
+    lc_target.forward(ids + ref[:4], 0, chain, last_logits_only=True)
+    _, ref_next = lc_target.forward([ref[4]], len(ids) + 4, chain)
+    assert torch.equal(nxt, ref_next)
+
+
+@pytest.mark.parametrize("cells", [None, 160])
+def test_speculative_decoding_on_llamacpp_emits_vanillas_tokens(lc_target, cells, monkeypatch):
+    """An oracle drafter (the target's own continuation, some positions corrupted, decoy
+    siblings) makes long accepted paths and many rejected branches; with ``cells`` the
+    cache is so small that buried cells force rebuilds along the way."""
+    if cells:
+        monkeypatch.setattr(lc_target.runtime, "cells", cells)
+        monkeypatch.setattr(lc_target.runtime, "_free", [])  # fresh contexts of that size
+    accepted = 0
+    for i, prompt in enumerate(PROMPTS):
+        ids = lc_target.encode(prompt)
+        ref = generate(lc_target, prompt_ids=ids, settings=GenerationSettings(max_new_tokens=40)).tokens
+        drafter = OracleDrafter(ids + ref + [0] * 16, vocab=49152, corrupt=0.3, siblings=2, seed=i)
+        steps = list(stream(lc_target, ids, drafter, GenerationSettings(max_new_tokens=40)))
+        assert [t for s in steps for t in s.tokens] == ref
+        accepted += sum(s.accepted_length for s in steps)
+    assert accepted > 40
+    if cells:
+        monkeypatch.undo()
+        lc_target.runtime._free.clear()
+
+
+def test_the_shipped_drafter_on_llamacpp_is_lossless(lc_target):
+    from gumiho.loading import load_drafter, shipped_drafter_path
+
+    drafter = load_drafter(shipped_drafter_path("gumiho"), lc_target)
+    # The runtime's own tree (a chain of one) and the float32 CPU tree, which branches.
+    for tree in (None, TreeSettings.for_device("cpu")):
+        for prompt in PROMPTS[1:3]:
+            s = GenerationSettings(max_new_tokens=32, tree=tree)
+            assert generate(lc_target, prompt, drafter, settings=s).tokens == generate(lc_target, prompt,
+                                                                                     settings=s).tokens
+
+
+def test_a_drafter_reading_inner_layers_is_refused_in_words(lc_target):
+    from gumiho.loading import load_drafter, shipped_drafter_path
+
+    drafter = load_drafter(shipped_drafter_path("eagle3"), lc_target)
+    with pytest.raises(GumihoError, match='inner layers.*load_target\\(runtime="torch"\\)'):
+        generate(lc_target, PROMPTS[2], drafter, settings=GenerationSettings(max_new_tokens=4))
+
+
+def test_an_unknown_runtime_or_another_model_is_refused_in_words():
+    from gumiho.loading import load_target
+
+    with pytest.raises(GumihoError, match="Unknown runtime"):
+        load_target(runtime="onnx")
+    with pytest.raises(GumihoError, match="llama.cpp runtime runs the embedded GGUF"):
+        load_target("lmsys/vicuna-7b-v1.3", runtime="llama.cpp")
+
+
+# -- "auto", the default: llama.cpp where it runs, float32 elsewhere -------------------------------
+
+
+def test_auto_is_the_default_and_picks_llamacpp_only_where_it_runs(monkeypatch):
+    from gumiho.loading import runtime
+
+    monkeypatch.delenv("GUMIHO_RUNTIME", raising=False)
+    assert runtime.pick_runtime(None) == "auto"
+    monkeypatch.setenv("GUMIHO_RUNTIME", "float32")
+    assert runtime.pick_runtime(None) == "torch"
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr(runtime, "llamacpp_available", lambda: True)
+    assert runtime.resolve_runtime("auto", True, cpu) == "llama.cpp"
+    assert runtime.resolve_runtime("auto", False, cpu) == "torch"  # another model: no GGUF of it to run
+    assert runtime.resolve_runtime("auto", True, cuda) == "torch"  # llama.cpp runs it on the CPU only
+    assert runtime.resolve_runtime("torch", True, cpu) == "torch"  # asked for by name
+    monkeypatch.setattr(runtime, "llamacpp_available", lambda: False)
+    assert runtime.resolve_runtime("auto", True, cpu) == "torch"  # not installed: float32, still working
+
+
+@pytest.fixture(scope="module")
+def auto_target():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
+    from gumiho.loading import load_target
+    return users_threads(load_target(runtime="auto"))
+
+
+def test_auto_runs_the_embedded_gguf_in_llamacpp_with_its_own_tree(auto_target):
+    from gumiho.runtimes.layouts import DEFAULT_LAYOUT, LAYOUTS
+
+    assert auto_target.runtime.name == "llama.cpp" and not auto_target.runtime.flat_verify
+    assert auto_target.runtime.weights == LAYOUTS[DEFAULT_LAYOUT].label
+    chain = TreeSettings.for_target(auto_target)
+    assert (chain.total_tokens, chain.depth) == (1, 1)
+    view = auto_target.torch_view()
+    assert view.runtime.name == "torch" and view.model is auto_target.model and view is auto_target.torch_view()
+    assert view.torch_view() is view
+    assert TreeSettings.for_target(view) == TreeSettings.for_device("cpu")
+
+
+def test_one_target_decodes_every_generation_on_its_own_runtime(auto_target):
+    """A target loaded once gives the same text with and without each shipped drafter:
+    no drafter moves its generation to another runtime. One that reads inner layers
+    (eagle3) is refused in words with the fix, not run elsewhere."""
+    from gumiho.loading import load_drafter, shipped_drafter_path
+    from gumiho.proposers import as_proposer
+
+    s = GenerationSettings(max_new_tokens=24)
+    plain = generate(auto_target, PROMPTS[2], settings=s).tokens
+    checked = 0
+    for kind in ("gumiho", "eagle3", "serial", "parallel", "eagle"):
+        path = shipped_drafter_path(kind)
+        if path is None:
+            continue
+        drafter = load_drafter(path, auto_target)
+        if as_proposer(drafter).feature_layers:
+            with pytest.raises(GumihoError, match='load_target\\(runtime="torch"\\)'):
+                generate(auto_target, PROMPTS[2], drafter, settings=s)
+            continue
+        assert generate(auto_target, PROMPTS[2], drafter, settings=s).tokens == plain, kind
+        checked += 1
+    assert checked >= 1
+
+
+# -- long prompts: every row keeps the one-token bits at any context length -----------------------
+
+
+def long_text(tokenizer, at_least: int) -> str:
+    """At least ``at_least`` tokens of ordinary prose: this repository's own documents,
+    joined (written for the project, not drawn from any bench set)."""
+    import pathlib
+
+    docs = pathlib.Path(__file__).resolve().parents[2] / "docs"
+    text = ""
+    for path in sorted(docs.glob("*.md")):
+        text += path.read_text(encoding="utf-8") + "\n\n"
+        if len(tokenizer(text)["input_ids"]) >= at_least:
+            return text
+    raise AssertionError("the docs hold fewer tokens than the test needs")
+
+
+@pytest.mark.parametrize("context", [600, 2100])
+def test_rows_after_a_long_context_carry_the_one_token_bits(lc_target, context):
+    """Past about 500 cached tokens llama.cpp's float16 flash attention gives a one-token
+    forward another kernel than a forward of several tokens (it splits the cells among
+    the threads); the runtime's bfloat16 cache keeps one kernel for both."""
+    ids = lc_target.tokenizer(long_text(lc_target.tokenizer, context + 8))["input_ids"][:context + 3]
+    prompt, nxt = ids[:context], ids[context:]
+    cache = lc_target.new_cache()
+    lc_target.forward(prompt, 0, cache, last_logits_only=True)
+    # A tree first, then buried (as a step that accepts nothing does), then the one-token
+    # forwards of vanilla decoding on the same cache: one prefill for both.
+    states, logits = lc_target.forward([nxt[0], nxt[1], nxt[2]], context, cache, parents=[-1, 0, 0])
+    lc_target.keep(cache, context, [])
+    singles = [lc_target.forward([tok], context + k, cache) for k, tok in enumerate(nxt[:2])]
+    for row, (st, lg) in enumerate(singles):
+        assert torch.equal(logits[row], lg[0]) and torch.equal(states[row], st[0]), row
+
+
+@pytest.fixture(scope="module")
+def long_prompt(lc_target):
+    """A chat prompt of 2,000+ tokens: a long document and a question about it, as a
+    retrieval-augmented request is; and vanilla's greedy answer on this runtime."""
+    doc = long_text(lc_target.tokenizer, 2050)
+    ids = lc_target.encode(doc + "\n\nIn two sentences, what does the text above say about the llama.cpp runtime?")
+    assert len(ids) >= 2000
+    return ids, generate(lc_target, prompt_ids=ids, settings=GenerationSettings(max_new_tokens=32)).tokens
+
+
+def test_the_shipped_drafter_is_lossless_on_a_long_prompt(lc_target, long_prompt):
+    from gumiho.loading import load_drafter, shipped_drafter_path
+    from gumiho.proposers import with_copy
+
+    ids, ref = long_prompt
+    drafter = load_drafter(shipped_drafter_path("gumiho"), lc_target)
+    # The runtime's own tree (a chain of one) with copying from the long context beside
+    # the drafter, and the float32 CPU tree (it branches and reaches the MLP heads).
+    for d, tree in ((with_copy(drafter), None), (drafter, TreeSettings.for_device("cpu"))):
+        got = generate(lc_target, prompt_ids=ids, drafter=d, settings=GenerationSettings(max_new_tokens=32, tree=tree))
+        assert got.tokens == ref, tree
+
+
+def test_a_long_prompt_stays_lossless_through_cache_rebuilds(lc_target, long_prompt, monkeypatch):
+    """Cells so few that buried drafts fill the cache within a few steps: it is rebuilt
+    (the long prompt included) several times along the answer."""
+    from gumiho.runtimes.layouts import DEFAULT_LAYOUT, LAYOUTS
+
+    if lc_target.runtime.weights != LAYOUTS[DEFAULT_LAYOUT].label:
+        pytest.skip("the rebuild does not depend on the file; checked on the default one (saves CI minutes)")
+    ids, ref = long_prompt
+    monkeypatch.setattr(lc_target.runtime, "cells", len(ids) + 64)
+    monkeypatch.setattr(lc_target.runtime, "_free", [])  # fresh contexts of that size
+    caches = []
+    new_cache = lc_target.runtime.new_cache
+    monkeypatch.setattr(lc_target.runtime, "new_cache", lambda: caches.append(new_cache()) or caches[-1])
+    drafter = OracleDrafter(ids + ref + [0] * 16, vocab=49152, corrupt=0.3, siblings=3, seed=7)
+    steps = list(stream(lc_target, ids, drafter, GenerationSettings(max_new_tokens=32)))
+    assert [t for s in steps for t in s.tokens] == ref
+    assert caches[-1].rebuilds >= 1
+    monkeypatch.undo()
+    lc_target.runtime._free.clear()

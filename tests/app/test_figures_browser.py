@@ -18,7 +18,7 @@ import plotly  # noqa: E402
 from playwright import sync_api  # noqa: E402
 
 from gumiho import GenerationStats  # noqa: E402
-from app import figures  # noqa: E402
+from app import figures, treeplot  # noqa: E402
 from app.inputs import PAPER_TREE_SETTINGS  # noqa: E402
 from app.tokens import DrafterLayout  # noqa: E402
 
@@ -174,7 +174,7 @@ def test_the_walkthrough_tree_never_draws_text_or_nodes_over_each_other(page, vi
     bad = []
     for n, text, parents, depths, accepted in tree_cases():
         choices = [" of", " the", " depths", " heart", " sea", " light", " a"][:len(accepted) + 1]
-        fig = figures.tree_figure(text, parents, depths, [0.5] * len(parents), accepted, lay, choices,
+        fig = treeplot.tree_figure(text, parents, depths, [0.5] * len(parents), accepted, lay, choices,
                                   title="Draft tree of verify step 3: 70 drafted tokens, the accepted path drawn thick")
         found = overlaps(page, fig, FULL[viewport])
         if found:

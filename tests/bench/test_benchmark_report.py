@@ -161,7 +161,7 @@ def test_the_flat_verify_targets_are_judged_from_the_rows_and_the_default_files_
     record = tmp_path_factory.mktemp("engines") / "mt_bench.json"
     record.write_text(json.dumps({"targets": {q40: targets(rows, curves)}, "verify_cost": {
         name: {"ms": [1.0] * 5, "relative": c["relative"]} for name, c in curves.items()}}))
-    text = "\n".join(report.asstored_section(tmp_path_factory.mktemp("none"), record))
+    text = "\n".join(report_sections.asstored_section(tmp_path_factory.mktemp("none"), record))
     assert f"the llama.cpp runtime on {q40}: its vanilla is 4.00x transformers'" in text
     assert "verify 4 over 1 default file: 2.29 (target <= 1.3: not met)" in text
     assert "| llama.cpp Q4_0 | 1.0 | 1.0 | 1.0 | 1.0 | 1.0 | 1.50x | 2.29x | 3.50x | 5.40x |" in text

@@ -18,8 +18,20 @@ for set in mt_bench humaneval gsm8k alpaca qa sum; do
 done
 [[ $REPORT == 1 ]] || exit 0
 # This engine beside vLLM and transformers (batch 1; vLLM also at 8 and 32), on a machine doing nothing else.
+# Both 4-bit files (gumiho.runtimes.layouts) and every candidate layout's verify cost curve.
 [[ -f benchmarks/engines/mt_bench.json ]] || "$PY" -m gumiho.bench.engines --prompts benchmarks/prompts/mt_bench.jsonl \
-  --limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench.json
+  --limit 10 --max-new-tokens 64 --batch-sizes '' --out benchmarks/engines/mt_bench.json
+# The 4-bit layouts: exactness against float32 per prompt set, the drafter's share of a step, the
+# sets where copying could pay, on each file.
+[[ -f benchmarks/layouts/exactness.json ]] || "$PY" -m gumiho.bench.layouts --exactness-only --limit 3 \
+  --candidates q4_1,q4_0,iq4_nl,q8_0 --out benchmarks/layouts/exactness.json
+[[ -f benchmarks/layouts/runtime_step.txt ]] || PYTHONPATH=. "$PY" research/runtime_step.py \
+  --prompts benchmarks/prompts/mt_bench.jsonl --limit 4 > benchmarks/layouts/runtime_step.txt
+for layout in q4_1 q4_0; do for set in sum humaneval; do
+  [[ -f "benchmarks/layouts/$set-$layout.json" ]] || GUMIHO_LAYOUT=$layout "$PY" -m gumiho.bench --runtime llama.cpp \
+    --prompts "benchmarks/prompts/$set.jsonl" --limit 10 --max-new-tokens 64 --methods vanilla,gumiho,gumiho+copy \
+    --threads 2 --no-progress --out "benchmarks/layouts/$set-$layout.json"
+done; done
 # vLLM serving the target alone, with the shipped eagle3 drafter and with the shipped gumiho drafter
 # (the vllm-gumiho plugin), at batch 1, 8 and 32: one server per method, requests interleaved.
 [[ -f benchmarks/engines/mt_bench_vllm.json ]] || "$PY" -m gumiho.bench.engines --vllm-only \

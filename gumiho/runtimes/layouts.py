@@ -11,7 +11,7 @@ about 0.7x the shipped file's, a verify over 4 tokens about 0.7x too.
 Why it is not the default. The only float32 weights there are come from the shipped
 Q4_1 blocks; writing them as Q4_0 rounds every weight a second time (Q4_0 has no
 per-block minimum), and the greedy choices part from the float32 target's about
-seven times as often as the shipped file's (``python -m gumiho.bench.layouts``,
+nine times as often as the shipped file's (``python -m gumiho.bench.layouts``,
 benchmarks/layouts/; docs/llamacpp.md). A faster file that answers differently is
 a choice for the user to make: ``load_target(layout="q4_0")``.
 

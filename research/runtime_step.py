@@ -1,6 +1,8 @@
 """Where a speculative step's time goes on the llama.cpp runtime: the drafter's share
 beside the target's verify forward, for chains of 1-3 drafted tokens, on each 4-bit
-file (gumiho.runtimes.layouts), against a vanilla step.
+file (gumiho.runtimes.layouts), against a vanilla step; with the drafter in bfloat16
+and with its 4-bit products (gumiho.int4linear, the default beside this runtime where
+the CPU takes them), interleaved prompt by prompt.
 
     python research/runtime_step.py --prompts benchmarks/prompts/mt_bench.jsonl --limit 4
 
@@ -59,38 +61,49 @@ def main():
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--layouts", default="q4_1,q4_0")
+    ap.add_argument("--drafter-dtypes", default="bf16,int4", help="gumiho.loading.DRAFTER_DTYPES, comma-separated")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     timer = PartTimer()
     for layout in args.layouts.split(","):
         target = load_target(runtime="llama.cpp", layout=layout)
-        drafter = load_drafter(shipped_drafter_path("gumiho"), target)
+        drafters = {d: load_drafter(shipped_drafter_path("gumiho"), target, dtype=d)
+                    for d in args.drafter_dtypes.split(",")}
         ids = [prompt_ids(target, p) for p in load_prompts(args.prompts, args.limit)]
-        print(f"{target.runtime.describe()}, drafter {str(drafter.weight_dtype).replace('torch.', '')}, "
-              f"{len(ids)} prompts of {args.prompts}, {args.max_new_tokens} new tokens, {args.threads} threads")
-        runs = [("vanilla", None, None)] + [(f"chain of {n}", drafter, chain(n)) for n in (1, 2, 3)]
+        print(f"{target.runtime.describe()}, {len(ids)} prompts of {args.prompts}, {args.max_new_tokens} new tokens, "
+              f"{args.threads} threads")
+        runs = [("vanilla", None, None)] + [(f"chain of {n}, {precision(d)}", d, chain(n))
+                                            for d in drafters.values() for n in (1, 2, 3)]
         for _, proposer, tree in runs:  # first calls off the clock
             generate(target, prompt_ids=ids[0][:32], drafter=proposer,
                      settings=GenerationSettings(max_new_tokens=4, tree=tree))
-        per_token = {}
-        for name, proposer, tree in runs:
-            timer.clear()
-            draft, tokens, steps = [], 0, 0
-            for p in ids:
+        parts = {name: {"draft": [], "verify": [], "commit": [], "tokens": 0, "steps": 0} for name, _, _ in runs}
+        for p in ids:  # every run on one prompt before the next prompt
+            for name, proposer, tree in runs:
+                timer.clear()
                 r = generate(target, prompt_ids=p, drafter=proposer,
                              settings=GenerationSettings(max_new_tokens=args.max_new_tokens, tree=tree))
-                draft += [s.draft_s for s in r.steps[1:]]
-                tokens += sum(len(s.tokens) for s in r.steps[1:])
-                steps += len(r.steps) - 1
-            ms = {"draft": 1e3 * statistics.mean(draft), "verify": 1e3 * statistics.mean(timer.times["verify"]),
-                  "commit": 1e3 * statistics.mean(timer.times["commit"])}
-            step = sum(ms.values())
-            per_token[name] = step / (tokens / steps)
-            print(f"  {name:11s} draft {ms['draft']:5.2f} ms  verify {ms['verify']:5.2f} ms  commit {ms['commit']:5.2f} ms"
-                  f"  step {step:5.2f} ms  tau {tokens / steps:.2f}  drafter's share of the step "
+                got = parts[name]
+                got["draft"] += [s.draft_s for s in r.steps[1:]]
+                got["verify"] += timer.times["verify"]
+                got["commit"] += timer.times["commit"]
+                got["tokens"] += sum(len(s.tokens) for s in r.steps[1:])
+                got["steps"] += len(r.steps) - 1
+        per_token = {}
+        for name, proposer, _ in runs:
+            got = parts[name]
+            ms = {k: 1e3 * statistics.mean(got[k]) for k in ("draft", "verify", "commit")}
+            step, tau = sum(ms.values()), got["tokens"] / got["steps"]
+            per_token[name] = step / tau
+            print(f"  {name:37s} draft {ms['draft']:5.2f} ms  verify {ms['verify']:5.2f} ms  commit {ms['commit']:5.2f} ms"
+                  f"  step {step:5.2f} ms  tau {tau:.2f}  drafter's share of the step "
                   f"{(step - ms['verify'] - (0 if proposer else ms['commit'])) / step:.0%}"
                   f"  time per token / vanilla's {per_token[name] / per_token['vanilla']:.2f}")
 
+
+def precision(drafter) -> str:
+    name = str(drafter.weight_dtype).replace("torch.", "")
+    return f"{name}, 4-bit products" if drafter.int4 else name
 
 if __name__ == "__main__":
     main()

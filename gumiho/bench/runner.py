@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 import torch
 
 from ..decode import GenerationSettings, draft_depth, stream
+from ..drafter import Drafter
 from ..errors import GumihoError
 from ..machine import cpu_summary
 from ..metrics import GenerationStats, speedup, speedup_kind, summarize
@@ -62,8 +63,14 @@ class _MethodTotals:
     runs: int = 0
 
 
-def _dtype_name(weight) -> Optional[str]:
-    return str(weight.dtype).replace("torch.", "") if isinstance(weight, torch.Tensor) else None
+def _precision(drafter) -> Optional[str]:
+    """A learned drafter's precision for the record: "bfloat16", "float32", or with
+    4-bit products (gumiho.int4linear) "bfloat16, 4-bit products"; None for others."""
+    drafter = getattr(drafter, "drafter", drafter)  # a LearnedProposer's drafter
+    if not isinstance(drafter, Drafter):
+        return None
+    name = str(drafter.weight_dtype).replace("torch.", "")
+    return f"{name}, 4-bit products" if drafter.int4 else name
 
 
 def _depth(drafter) -> int:
@@ -310,7 +317,7 @@ def _method_record(drafter, st, pairs: list, tree: TreeSettings) -> dict:
         "verify_s": round(st.verify_s, 4),
         "tree": asdict(tree) if learned is not None else None,
         "drafter_kind": getattr(getattr(drafter, "cfg", None), "kind", None),
-        "drafter_dtype": _dtype_name(learned) if learned is not None else None,
+        "drafter_dtype": _precision(learned),
         # Who proposed the accepted draft tokens ("serial", "mlp", "copy"), as the events carry it, and the
         # copy proposer's settings and drafted nodes (its acceptance: accepted "copy" tokens / copy_nodes).
         "accepted_by_proposer": dict(sorted(st.accepted_by_head.items())),

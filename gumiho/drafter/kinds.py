@@ -65,7 +65,7 @@ class Kind:
         return drafter.fc(joined)
 
     def draft_logits(self, drafter: "Drafter", hidden: torch.Tensor) -> torch.Tensor:
-        return linear(hidden.to(drafter._draft_head_weight.dtype), drafter._draft_head_weight)
+        return drafter.draft_head(hidden)
 
     def head_logits(self, drafter: "Drafter", head_out: torch.Tensor) -> torch.Tensor:
         return drafter.draft_logits(head_out)

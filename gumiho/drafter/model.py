@@ -13,6 +13,8 @@ import torch
 import torch.nn as nn
 
 from ..checkpoint import compare_shapes, meta_shapes, safetensors_shapes, unreadable
+from ..cpulinear import linear
+from ..int4linear import available as int4_available, current as int4_current, int4_linears, product
 from ..errors import GumihoError
 from .config import DrafterConfig
 from .layers import rope_cos_sin
@@ -42,6 +44,9 @@ class Drafter(nn.Module):
         self._embed: Optional[nn.Embedding] = None
         self._lm_head_weight: Optional[torch.Tensor] = None
         self._draft_head_weight: Optional[torch.Tensor] = None
+        # With use_int4: the draft head's 4-bit copy (gumiho.int4linear), remade with it.
+        self.int4 = False
+        self._draft_head_int4 = None
 
     # -- target pieces -------------------------------------------------------------
 
@@ -81,6 +86,8 @@ class Drafter(nn.Module):
         if self._lm_head_weight is not None:
             rows = self._lm_head_weight[self.draft_vocab_ids.to(self._lm_head_weight.device)]
             self._draft_head_weight = rows.to(self.weight_dtype).contiguous()
+            if self.int4:
+                self._draft_head_int4 = int4_current(self._draft_head_weight, None)
 
     def _apply(self, fn, *args, **kwargs):
         out = super()._apply(fn, *args, **kwargs)
@@ -106,6 +113,26 @@ class Drafter(nn.Module):
         for p in model.parameters():
             p.requires_grad_(False)
         return model.attach_target(target.model)
+
+    def use_int4(self) -> "Drafter":
+        """Draft through 4-bit copies of every linear weight and of the draft head
+        (gumiho.int4linear): a cheaper step beside a 4-bit target. The weights
+        themselves stay, for saving and training. A no-op where the CPU does not take
+        the 4-bit kernel (see gumiho.int4linear.available)."""
+        if int4_available() and self.weight_device.type == "cpu":
+            int4_linears(self)
+            self.int4 = True
+            self._refresh_draft_head()
+        return self
+
+    def draft_head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits over the draft vocabulary through the target's LM head rows (its
+        4-bit copy when drafting with use_int4)."""
+        hidden = hidden.to(self._draft_head_weight.dtype)
+        head = self._draft_head_int4
+        if head is not None and not torch.is_grad_enabled() and hidden.device.type == "cpu":
+            return product(hidden, head)
+        return linear(hidden, self._draft_head_weight)
 
     def init_own_head(self, target_model) -> None:
         """A drafter's own final norm and LM head (eagle3) started from the target's;

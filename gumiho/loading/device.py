@@ -32,7 +32,7 @@ def pick_dtype(dtype: Optional[str], device: torch.device) -> torch.dtype:
     return table[dtype]
 
 
-DRAFTER_DTYPES = ("auto", "fp32", "bf16", "fp16")
+DRAFTER_DTYPES = ("auto", "fp32", "bf16", "fp16", "int4")
 
 
 def drafter_dtype(target: Target, dtype: Optional[str] = None) -> torch.dtype:
@@ -44,9 +44,13 @@ def drafter_dtype(target: Target, dtype: Optional[str] = None) -> torch.dtype:
     out of the caches), so half the bytes is a cheaper draft step (measured in
     benchmarks/notes.md). The drafter's dtype never changes the output, which the
     target's verification alone decides; it can change what gets drafted, so
-    acceptance may move a little. ``fp32``/``bf16``/``fp16`` force one."""
+    acceptance may move a little. ``fp32``/``bf16``/``fp16`` force one; ``int4`` is
+    bfloat16 with 4-bit products (:func:`drafter_int4`)."""
     from ..cpulinear import available_bf16
 
+    if dtype == "int4":
+        drafter_int4(target, dtype)  # refuses where it cannot run
+        return torch.bfloat16
     if dtype in (None, "auto"):
         if target.device.type == "cuda":
             return target.dtype
@@ -54,3 +58,20 @@ def drafter_dtype(target: Target, dtype: Optional[str] = None) -> torch.dtype:
     if dtype not in DRAFTER_DTYPES:
         raise GumihoError(f"Unknown drafter dtype {dtype!r}; use one of {', '.join(DRAFTER_DTYPES)}.")
     return pick_dtype(dtype, target.device)
+
+
+def drafter_int4(target: Target, dtype: Optional[str] = None) -> bool:
+    """Whether a drafter next to ``target`` drafts through 4-bit copies of its weights
+    (gumiho.int4linear). ``auto``: where the target's runtime multiplies quantized
+    weights (llama.cpp) and the CPU takes the 4-bit kernel; there a one-token forward
+    is cheap and the drafter's step, bound by reading its weights, is a quarter of a
+    speculative step (research/runtime_step.py). ``int4`` asks for it and refuses,
+    in words, where it cannot run; any other dtype: no."""
+    from ..int4linear import available
+
+    if dtype == "int4":
+        if target.device.type != "cpu" or not available():
+            raise GumihoError("A 4-bit drafter (drafter dtype 'int4') needs a CPU with bfloat16 instructions "
+                              "(AVX512-BF16) and PyTorch's CPU int4 kernel; use 'auto', 'bf16' or 'fp32' here.")
+        return True
+    return dtype in (None, "auto") and target.device.type == "cpu" and target.runtime.quantized and available()

@@ -11,7 +11,7 @@ import torch
 from ..drafter import Drafter, DrafterConfig
 from ..errors import GumihoError
 from ..target import Target
-from .device import drafter_dtype
+from .device import drafter_dtype, drafter_int4
 
 
 def load_drafter(path: str, target: Target, dtype: Optional[str] = None):
@@ -19,7 +19,13 @@ def load_drafter(path: str, target: Target, dtype: Optional[str] = None):
     EAGLE-3 or Medusa checkpoint in another project's layout (folder or hub id; see
     gumiho.formats), or an official Gumiho checkpoint (hub id, or a folder or file
     with pytorch_model.bin; see gumiho.official). Refuses a drafter made for another model. ``dtype``: see
-    :func:`drafter_dtype`."""
+    :func:`drafter_dtype` (and :func:`drafter_int4`: beside a 4-bit target the drafter drafts
+    through 4-bit copies of its weights where the CPU takes them)."""
+    drafter = _load_drafter(path, target, dtype)
+    return drafter.use_int4() if drafter_int4(target, dtype) else drafter
+
+
+def _load_drafter(path: str, target: Target, dtype: Optional[str]):
     from ..formats.detect import hub_folder, load_foreign
     from ..official import is_official_source, load_official, looks_like_hub_id
 
@@ -80,4 +86,5 @@ def random_drafter(target: Target, kind: str, seed: int, dtype: Optional[str] = 
     ``torch.manual_seed(seed)``, ready to draft (see :func:`drafter_dtype` for ``dtype``)."""
     torch.manual_seed(seed)
     d = Drafter(DrafterConfig.for_target(target.config, kind))
-    return d.to(device=target.device, dtype=drafter_dtype(target, dtype)).eval().attach_target(target.model)
+    d = d.to(device=target.device, dtype=drafter_dtype(target, dtype)).eval().attach_target(target.model)
+    return d.use_int4() if drafter_int4(target, dtype) else d

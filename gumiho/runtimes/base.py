@@ -36,6 +36,10 @@ class Runtime(ABC):
     # CPU, any GPU). Where it does not, every drafted token costs time on its own, and
     # drafting pays only if the drafter is nearly always right.
     flat_verify: bool = True
+    # Whether it multiplies quantized weights (GGUF's 4-bit layouts): a one-token forward is
+    # then cheap beside the drafter's step, so a drafter next to it drafts through 4-bit
+    # copies of its own weights too (gumiho.int4linear, where the CPU takes them).
+    quantized: bool = False
 
     @abstractmethod
     def new_cache(self):

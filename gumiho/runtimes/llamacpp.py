@@ -120,6 +120,7 @@ class LlamaCppRuntime(Runtime):
     # layout measured, the repacked Q4_0 rewrite included (gumiho.bench.layouts,
     # docs/llamacpp.md): its 4-bit products are bound by arithmetic.
     flat_verify = False
+    quantized = True
 
     def __init__(self, gguf_path: str, context_length: int, threads: Optional[int] = None,
                  weights: str = "4-bit, as stored"):

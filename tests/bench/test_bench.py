@@ -63,6 +63,9 @@ def test_core_schema_and_greedy_lossless(family):
         assert len(m["acceptance_by_position"]) == 7
         assert m["speedup_vs_vanilla"] > 0
         assert m["tree"]["total_tokens"] == SMALL_TREE.total_tokens
+        # The drafter's precision as it ran (random_drafter's default on this CPU, never 4-bit here).
+        assert m["drafter_dtype"] == str(drafters[name].weight_dtype).removeprefix("torch.")
+    assert van["drafter_dtype"] is None
     assert rec["torch_threads"] == torch.get_num_threads()
     assert isinstance(rec["cpu"], str) and rec["cpu"]  # speedups on a CPU depend on which one
     assert len(rec["per_prompt"]) == 3 and all(r["methods"]["gumiho"]["identical"] for r in rec["per_prompt"])

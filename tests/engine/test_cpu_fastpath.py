@@ -204,8 +204,8 @@ def test_drafter_dtype_follows_the_cpu(monkeypatch):
         assert drafter_dtype(cpu, "fp32") == torch.float32 and drafter_dtype(cpu, "bf16") == torch.bfloat16
     gpu = Target(model=None, tokenizer=None, name="t", device=torch.device("cuda"), dtype=torch.float16)
     assert drafter_dtype(gpu) == torch.float16
-    with pytest.raises(GumihoError, match="drafter dtype 'int4'"):
-        drafter_dtype(cpu, "int4")
+    with pytest.raises(GumihoError, match="Unknown drafter dtype 'int3'"):
+        drafter_dtype(cpu, "int3")
 
 
 def test_drafter_draft_head_follows_the_drafter_dtype():

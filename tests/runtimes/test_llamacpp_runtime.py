@@ -108,9 +108,12 @@ def test_speculative_decoding_on_llamacpp_emits_vanillas_tokens(lc_target, cells
 
 
 def test_the_shipped_drafter_on_llamacpp_is_lossless(lc_target):
+    from gumiho import int4linear
     from gumiho.loading import load_drafter, shipped_drafter_path
 
     drafter = load_drafter(shipped_drafter_path("gumiho"), lc_target)
+    # Beside the 4-bit target the drafter drafts with 4-bit products wherever the CPU takes them.
+    assert drafter.int4 == int4linear.available()
     # The runtime's own tree (a chain of one) and the float32 CPU tree, which branches.
     for tree in (None, TreeSettings.for_device("cpu")):
         for prompt in PROMPTS[1:3]:

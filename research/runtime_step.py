@@ -72,7 +72,7 @@ def main():
         ids = [prompt_ids(target, p) for p in load_prompts(args.prompts, args.limit)]
         print(f"{target.runtime.describe()}, {len(ids)} prompts of {args.prompts}, {args.max_new_tokens} new tokens, "
               f"{args.threads} threads")
-        runs = [("vanilla", None, None)] + [(f"chain of {n}, {precision(d)}", d, chain(n))
+        runs = [("vanilla", None, None)] + [(f"chain of {n}, {d.precision}", d, chain(n))
                                             for d in drafters.values() for n in (1, 2, 3)]
         for _, proposer, tree in runs:  # first calls off the clock
             generate(target, prompt_ids=ids[0][:32], drafter=proposer,
@@ -100,10 +100,6 @@ def main():
                   f"{(step - ms['verify'] - (0 if proposer else ms['commit'])) / step:.0%}"
                   f"  time per token / vanilla's {per_token[name] / per_token['vanilla']:.2f}")
 
-
-def precision(drafter) -> str:
-    name = str(drafter.weight_dtype).replace("torch.", "")
-    return f"{name}, 4-bit products" if drafter.int4 else name
 
 if __name__ == "__main__":
     main()

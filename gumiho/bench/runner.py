@@ -64,13 +64,9 @@ class _MethodTotals:
 
 
 def _precision(drafter) -> Optional[str]:
-    """A learned drafter's precision for the record: "bfloat16", "float32", or with
-    4-bit products (gumiho.int4linear) "bfloat16, 4-bit products"; None for others."""
+    """A learned drafter's precision for the record (Drafter.precision); None for others."""
     drafter = getattr(drafter, "drafter", drafter)  # a LearnedProposer's drafter
-    if not isinstance(drafter, Drafter):
-        return None
-    name = str(drafter.weight_dtype).replace("torch.", "")
-    return f"{name}, 4-bit products" if drafter.int4 else name
+    return drafter.precision if isinstance(drafter, Drafter) else None
 
 
 def _depth(drafter) -> int:

@@ -100,6 +100,12 @@ class Drafter(nn.Module):
         return next(self.parameters()).dtype
 
     @property
+    def precision(self) -> str:
+        """In words, for records: "float32", "bfloat16", "bfloat16, 4-bit products"."""
+        name = str(self.weight_dtype).replace("torch.", "")
+        return f"{name}, 4-bit products" if self.int4 else name
+
+    @property
     def weight_device(self) -> torch.device:
         return next(self.parameters()).device
 

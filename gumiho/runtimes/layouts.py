@@ -18,14 +18,14 @@ a choice for the user to make: ``load_target(layout="q4_0")``.
 How the file is written: ``llama_model_quantize`` (llama-cpp-python's binding of
 llama.cpp's quantiser, ``allow_requantize``) reads the shipped file, dequantises each
 Q4_1 block and writes it as Q4_0; the embedding (Q8_0, also the LM head) and the
-norms (float32) are kept. Once per machine, into the user's cache (``GUMIHO_CACHE``,
-default ``~/.cache/gumiho``), never into the clone; a few seconds. A sidecar records
+norms (float32) are kept. Once per machine, into the project's cache folder's ``gguf/``
+(gumiho.files.cache_root: ``~/.cache/gumiho`` unless ``GUMIHO_CACHE`` or ``XDG_CACHE_HOME``
+says otherwise), never into the clone; a few seconds. A sidecar records
 the SHA-256 of the source and of the written file; a file whose hash no longer
 matches (a crash half-way, a disk error), or whose source changed, is written again.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import GumihoError
+from ..files import cache_root, file_sha256
 
 
 @dataclass(frozen=True)
@@ -75,15 +76,7 @@ def pick_layout(layout: Optional[str]) -> Layout:
 
 
 def cache_dir() -> str:
-    return os.path.join(os.path.expanduser(os.environ.get("GUMIHO_CACHE") or "~/.cache/gumiho"), "gguf")
-
-
-def sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return str(cache_root() / "gguf")
 
 
 def layout_file(source: str, layout: Layout) -> str:
@@ -92,21 +85,22 @@ def layout_file(source: str, layout: Layout) -> str:
     its hashes do not match."""
     if layout.ftype is None:
         return source
-    src_hash = sha256(source)
+    src_hash = file_sha256(source)
     stem = os.path.basename(source).rsplit(".", 2)[0]
     path = os.path.join(cache_dir(), f"{stem}.{layout.quant}.{src_hash[:12]}.gguf")
     sidecar = path + ".json"
     try:
         with open(sidecar) as f:
             record = json.load(f)
-        if record.get("source_sha256") == src_hash and os.path.exists(path) and record.get("sha256") == sha256(path):
+        if (record.get("source_sha256") == src_hash and os.path.exists(path)
+                and record.get("sha256") == file_sha256(path)):
             return path
     except (OSError, ValueError):
         pass  # missing or unreadable: write it
     _write(source, path, layout)
     with open(sidecar + ".tmp", "w") as f:
         json.dump({"source": os.path.basename(source), "source_sha256": src_hash, "type": layout.quant,
-                   "sha256": sha256(path)}, f, indent=1)
+                   "sha256": file_sha256(path)}, f, indent=1)
     os.replace(sidecar + ".tmp", sidecar)
     return path
 

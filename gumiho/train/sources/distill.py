@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import hashlib
 import os
 import sys
 import time
@@ -45,6 +44,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from gumiho.files import file_sha256
 from gumiho.loading import DEFAULT_TARGET_LABEL
 from gumiho.machine import cpu_has_native_bf16
 from gumiho.prompts_file import Conversation, PromptFileError, read_prompts
@@ -115,14 +115,6 @@ def distill_conversations(model, tokenizer, convs: list[Conversation], batch_siz
 # --------------------------------------------------------------------------- the run
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 # Settings that must not change between a run and its resumption, or the
 # shards would mix incompatible data.
 # The prompt count is deliberately not one of them: shard ``i`` always holds
@@ -179,7 +171,7 @@ def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limi
         "vocab_size": int(model.config.vocab_size),
         "eos_token_id": int(tokenizer.eos_token_id),
         "prompts_file": str(prompts_file),
-        "prompts_sha256": _sha256(prompts_file),
+        "prompts_sha256": file_sha256(prompts_file),
         "n_prompts": len(convs),
         "part": None if part is None else f"{part[0]}/{part[1]}",
         "shard_size": shard_size,

@@ -6,7 +6,7 @@ those routes what it likes. Three rules keep a client to what the app offers:
 * **No uploads.** The app has no file inputs, but Gradio's upload route would
   store files of any size in its cache (and serve them back): it is refused.
 * **Only the documented API by name.** ``/call/<name>``, ``/run/<name>`` and
-  ``/api/<name>`` take only :data:`API_NAME`. A call that leaves out trailing
+  ``/api/<name>`` take only the names of :data:`API_NAMES`. A call that leaves out trailing
   values gets their documented defaults (as Gradio's own client fills them), so a
   short call reaches the app's checks and is answered ``ok: false`` with a message
   instead of the framework's own error text.
@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 
 from .values import Chains, Event, refusal
 
-API_NAME = "race"  # the one documented endpoint (app/tabs/api.py)
+API_NAMES = ("race", "walkthrough")  # the documented endpoints (app/tabs/api.py)
 PREFIX = "/gradio_api"
 MAX_BODY = 1 << 20  # bytes: a prompt is at most 40,000 characters (app.inputs)
 NAMED_ROUTES = ("/call/v2/", "/call/", "/run/", "/api/")
@@ -55,13 +55,13 @@ def named_endpoint(route: str) -> Optional[str]:
     return None
 
 
-def complete_api_values(data, defaults: Sequence) -> list:
-    """The documented endpoint's values: those sent, then the defaults of the ones
+def complete_api_values(data, defaults: Sequence, name: str = "race") -> list:
+    """A documented endpoint's values: those sent, then the defaults of the ones
     left out (None where there is no default: the app's checks name what is missing)."""
     if not isinstance(data, list):
-        raise Refusal(422, f"Send the /{API_NAME} values as a JSON list under \"data\".")
+        raise Refusal(422, f"Send the /{name} values as a JSON list under \"data\".")
     if len(data) > len(defaults):
-        raise Refusal(422, f"/{API_NAME} takes at most {len(defaults)} values; got {len(data)}.")
+        raise Refusal(422, f"/{name} takes at most {len(defaults)} values; got {len(data)}.")
     return list(data) + list(defaults[len(data):])
 
 
@@ -71,11 +71,11 @@ class Guard:
     controls a session's events have changed (both read at request time: the page
     is assembled after the server object)."""
 
-    def __init__(self, app, events: Callable[[], dict], api_defaults: Sequence,
+    def __init__(self, app, events: Callable[[], dict], api_defaults: dict,
                  session_blocks: Callable[[str], Optional[dict]] = lambda _: None):
         self.app = app
         self.events = events
-        self.api_defaults = list(api_defaults)
+        self.api_defaults = {name: list(values) for name, values in api_defaults.items()}  # per endpoint
         self.session_blocks = session_blocks
         self.chains = Chains()
 
@@ -89,33 +89,35 @@ class Guard:
                 await _discard_body(receive)  # read (up to a bound) and dropped, so the client hears the answer
                 raise Refusal(403, "This app takes no file uploads.")
             name = None if route in PAGE_ROUTES else named_endpoint(route)
-            if name is not None and name != API_NAME:
-                raise Refusal(404, f"There is no API endpoint {name[:60]!r}: the only one is /{API_NAME} "
+            if name is not None and name not in self.api_defaults:
+                known = " and ".join(f"/{n}" for n in self.api_defaults)
+                raise Refusal(404, f"There is no API endpoint {name[:60]!r}: the endpoints are {known} "
                                    f"(docs/app.md).")
             if name is None and route not in PAGE_ROUTES:
                 return await self.app(scope, receive, send)
             body = await _read_body(receive)
-            fixed = self._checked(body, by_name=name is not None)
+            fixed = self._checked(body, name)
         except Refusal as r:
             return await _answer(send, r.status, r.message)
         await self.app(_with_length(scope, len(fixed)), _replay(fixed, receive), send)
 
-    def _checked(self, body: bytes, by_name: bool) -> bytes:
+    def _checked(self, body: bytes, name: Optional[str]) -> bytes:
+        """The body as Gradio gets it; ``name``: the endpoint a by-name route calls."""
         try:
             payload = json.loads(body or b"{}")
         except ValueError:
             raise Refusal(400, "The request body is not JSON.") from None
         if not isinstance(payload, dict):
             raise Refusal(400, "The request body must be a JSON object.")
-        if by_name:
-            payload["data"] = complete_api_values(payload.get("data", []), self.api_defaults)
+        if name is not None:
+            payload["data"] = complete_api_values(payload.get("data", []), self.api_defaults[name], name)
             return json.dumps(payload).encode("utf-8")
         events = self.events()
         event = events.get(payload.get("fn_index")) if isinstance(payload.get("fn_index"), int) else None
         if event is None:
             raise Refusal(404, "No such event on this page.")
-        if event.is_api:
-            payload["data"] = complete_api_values(payload.get("data", []), self.api_defaults)
+        if event.api is not None:
+            payload["data"] = complete_api_values(payload.get("data", []), self.api_defaults[event.api], event.api)
             return json.dumps(payload).encode("utf-8")
         session = payload.get("session_hash")
         if not isinstance(session, str) or not session or len(session) > 100:
@@ -183,7 +185,7 @@ async def _answer(send, status: int, message: str) -> None:
 
 def page_events(blocks) -> dict:
     """fn index -> :class:`~app.values.Event` for every event of ``blocks``."""
-    return {fn_id: Event(tuple(fn.inputs), fn.api_name == API_NAME, fn.trigger_after)
+    return {fn_id: Event(tuple(fn.inputs), fn.api_name if fn.api_name in API_NAMES else None, fn.trigger_after)
             for fn_id, fn in blocks.fns.items()}
 
 

@@ -1,5 +1,6 @@
-"""What the /race API endpoint returns: a race's texts, counts, acceptance and
-speedup as JSON, the fastest run beside it, or the refusal's message."""
+"""What the API's endpoints return: a race's texts, counts, acceptance and speedup
+as JSON, the fastest run beside it; a walkthrough's verify steps; or the refusal's
+message."""
 from __future__ import annotations
 
 from typing import Optional
@@ -50,6 +51,22 @@ def fastest_summary(result: RaceResult) -> Optional[dict]:
             "wall_s": round(st.wall_s, 4), "tokens_per_s": round(st.tokens_per_s, 3),
             "over_race_vanilla": round(st.tokens_per_s / v, 4) if v > 0 else None,
             "text_same_as_race_vanilla": f.text_same}
+
+
+def walk_summary(walk, prompt: str) -> dict:
+    """What the /walkthrough API endpoint returns: per verify step, the draft tree
+    (node 0 is the root, the last token the target had already chosen) with who
+    proposed each node, the accepted nodes in order and the target's own choice at
+    each depth (the last one is the bonus token)."""
+    steps = [{"step": s.step, "drafted": s.drafted, "accepted_length": s.accepted_length,
+              "expected_accepted_length": round(s.expected, 4),
+              "nodes": [{"text": s.node_text[i], "parent": s.parents[i], "depth": s.depths[i], "head": s.heads[i],
+                         "draft_prob": round(float(s.probs[i]), 4)} for i in range(len(s.parents))],
+              "accepted_nodes": list(s.accepted), "target_choices": list(s.choice_text)}
+             for s in walk.steps]
+    return {"ok": True, "message": "", "prompt": prompt, "model": walk.model, "drafter": walk.drafter_label,
+            "tree": walk.tree_label, "text": walk.text, "tokens": walk.tokens, "new_tokens": len(walk.tokens),
+            "verify_steps": len(steps), "finish_reason": walk.finish_reason, "steps": steps}
 
 
 def error_summary(message: str, prompt) -> dict:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Optional
 
 from starlette.middleware import Middleware
@@ -13,12 +14,33 @@ from .hub import ModelHub
 from .layout import build_app, load_css
 
 
+def _quiet_leaked_event_loops(default):
+    """An unraisable-exception hook that drops one harmless failure of the framework's.
+
+    Serving on a Space (SYSTEM=spaces), Gradio makes event loops it never closes
+    (``gradio.utils.safe_get_stop_event``, once per app it builds) and, with its Spaces
+    reloader running, their self-pipes end up closed under them; the garbage
+    collector's close of such a loop then fails with "Invalid file descriptor: -1" and
+    prints a traceback, twice at every start, for any Gradio app (a four-line one shows
+    it too). Those loops never ran anything. Only that failure is dropped; every other
+    goes to ``default`` as before."""
+    def hook(unraisable):
+        if (isinstance(unraisable.exc_value, ValueError) and "Invalid file descriptor: -1" in str(unraisable.exc_value)
+                and getattr(unraisable.object, "__qualname__", "") == "BaseEventLoop.__del__"):
+            return
+        default(unraisable)
+    hook.quiets_leaked_loops = True
+    return hook
+
+
 def serve(host: Optional[str] = None, port: Optional[int] = None, hub: Optional[ModelHub] = None, block: bool = True):
     """Build and launch the app on ``host:port`` (default: GRADIO_SERVER_NAME /
     GRADIO_SERVER_PORT, else 127.0.0.1:7860), then start loading the model in
     the background, so the first page is served before the model is ready. On a
     ZeroGPU Space the model loads first instead, before the launch (app/gpu.py)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if not getattr(sys.unraisablehook, "quiets_leaked_loops", False):
+        sys.unraisablehook = _quiet_leaked_event_loops(sys.unraisablehook)
     host = host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = int(port or os.environ.get("GRADIO_SERVER_PORT") or 7860)
     hub = hub or ModelHub()

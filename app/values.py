@@ -25,7 +25,7 @@ class Event:
     """One of the page's events, as the guard sees it."""
 
     inputs: tuple  # the input components, in order
-    is_api: bool  # the documented endpoint (its values are completed, not checked here)
+    api: Optional[str]  # a documented endpoint's name (its values are completed, not checked here), else None
     after: Optional[int]  # the event whose ``.then`` this is (sent by the page only after it)
 
 

@@ -125,6 +125,8 @@ class Walk:
     notes: list[str] = field(default_factory=list)
     cost_aware_cap: int = 0  # a cost-aware tree's most drafted tokens a step; 0 for a fixed tree
     tree_label: str = ""  # which tree the walk drafted (TREE_LABELS)
+    tokens: list[int] = field(default_factory=list)  # every token generated, in order
+    text: str = ""  # their text
 
 
 def walk_request(prompt, max_new_tokens, tree_choice, depth, top_k, budget, drafter_kind="gumiho", target_id="",
@@ -204,10 +206,12 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
                                   ["root"] + list(tree.heads[1:])))
         history.extend(ev.tokens)
     tree = settings.tree
+    generated = [t for ev in events for t in ev.tokens]
     return Walk(layout, views, steps, target.name, res.note,
                 events[-1].finish_reason if events else None, res.drafter_label,
                 cost_aware_cap=tree.total_tokens if tree is not None and tree.cost_aware else 0,
-                tree_label=TREE_LABELS[tree_choice_of(req)])
+                tree_label=TREE_LABELS[tree_choice_of(req)], tokens=generated,
+                text=tok.decode(generated, skip_special_tokens=True))
 
 
 def _children(parents: list[int]) -> list[list[int]]:

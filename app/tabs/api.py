@@ -1,5 +1,6 @@
-"""The ``/race`` endpoint: one race, answered as JSON (app.race_summary.summary), for
-clients of the API rather than the page."""
+"""The API's two endpoints, for clients rather than the page, answered as JSON:
+``/race`` (one race: app.race_summary.summary) and ``/walkthrough`` (one generation
+looked at verify step by verify step: app.race_summary.walk_summary)."""
 from __future__ import annotations
 
 import inspect
@@ -10,13 +11,15 @@ import gradio as gr
 from ..hub import ModelHub
 from ..inputs import COPY_DEFAULT, DEVICE_TREE, parse_request
 from ..race import compute_race, on_model_thread, until_ready
-from ..race_summary import error_summary, summary
+from ..race_summary import error_summary, summary, walk_summary
+from ..walkthrough import PAPER_TREE, compute_walk, walk_request
 from .shared import GENERATE, friendly
 
 
-def add_api(hub: ModelHub) -> list:
-    """Register ``/race`` on the Blocks being built; return its parameters' defaults
-    in order (None for the prompt, which has none), for app.guard to complete short calls."""
+def add_api(hub: ModelHub) -> dict:
+    """Register ``/race`` and ``/walkthrough`` on the Blocks being built; return each
+    one's parameters' defaults in order (None for the prompt, which has none), by
+    name, for app.guard to complete short calls."""
 
     # A function of its own, not a bound one: Gradio reads the endpoint's parameters,
     # their types and defaults, and its description from this signature and docstring.
@@ -41,8 +44,26 @@ def add_api(hub: ModelHub) -> list:
     # No concurrency limit of Gradio's: the model thread is the queue, and it refuses
     # work beyond its bound with "The server is busy" (app/tabs/shared.py says why).
     gr.api(race_api, api_name="race", concurrency_id=GENERATE, concurrency_limit=None)
-    return [None if p.default is inspect.Parameter.empty else p.default
-            for p in inspect.signature(race_api).parameters.values()]
+
+    async def walkthrough_api(prompt: str, max_new_tokens: int = 24, tree: str = PAPER_TREE,
+                              drafter: str = "gumiho") -> dict:
+        """Generate greedily with the walkthrough's tree ("paper": the paper's shape, every head drafts;
+        "race": the race's tree for this machine) and return every verify step: the draft tree's nodes
+        (text, parent, depth, the head that proposed it, its draft probability), the accepted path, the
+        target's own choice at each depth, and the text."""
+        try:
+            req = walk_request(prompt, max_new_tokens, tree, DEVICE_TREE.depth, DEVICE_TREE.top_k,
+                               DEVICE_TREE.total_tokens, drafter, access=hub.access)
+            await until_ready(hub)
+            stop = threading.Event()
+            return walk_summary(await on_model_thread(lambda: compute_walk(hub, req, stop), hub.submit, stop), prompt)
+        except Exception as e:
+            return error_summary(friendly(e), prompt)
+
+    gr.api(walkthrough_api, api_name="walkthrough", concurrency_id=GENERATE, concurrency_limit=None)
+    return {fn.__name__.removesuffix("_api"): [None if p.default is inspect.Parameter.empty else p.default
+                                              for p in inspect.signature(fn).parameters.values()]
+            for fn in (race_api, walkthrough_api)}
 
 
 async def api_race(hub: ModelHub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,

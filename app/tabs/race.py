@@ -22,7 +22,7 @@ from ..inputs import COPY_DEFAULT, DEVICE_TREE, MAX_NEW_TOKENS, MAX_TREE_DEPTH, 
 from ..race import RUNS, TIMING_NOTE, Control, Progress, compute_race, in_background, replay_frames, until_ready
 from ..render import render_banner, render_legend, render_result, render_run, render_stats
 from ..tokens import DrafterLayout, RaceResult
-from .race_settings import TREE_SHAPES, WEIGHTS_INFO, advanced_note, paper_tree_note, weights_choices
+from .race_settings import TREE_SHAPES, advanced_note, paper_tree_note, weights_choices, weights_info
 from .shared import GENERATE, Session, bound, fail, placeholder
 
 METRICS = """
@@ -136,7 +136,7 @@ def _settings(hub: ModelHub) -> dict:
                                    elem_id="gm-copy", min_width=240)
         choices = weights_choices()
         weights = gr.Radio(choices, value=choices[0][1], label="Target weights",
-                           info=WEIGHTS_INFO, elem_id="gm-weights")
+                           info=weights_info(), elem_id="gm-weights")
         gr.Markdown("On a CPU extra tree nodes cost verify time, by an amount that depends on the CPU; "
                     "sized by cost, each step keeps a drafted token only when its chance of being "
                     "accepted pays for that time, as timed on this machine (once, a few seconds). On a "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from gumiho.errors import GumihoError
-from gumiho.loading import pick_runtime, resolve_runtime
+from gumiho.loading import llamacpp_available, pick_runtime, resolve_runtime
 
 from .. import gpu
 from ..access import Access
@@ -39,6 +39,17 @@ def weights_choices() -> list[tuple[str, str]]:
     if runtime == "llama.cpp":
         choices.append(("4-bit, as the file stores them (llama.cpp)", WEIGHTS_AS_STORED))
     return choices
+
+
+def weights_info() -> str:
+    """WEIGHTS_INFO, and why the 4-bit choice is missing when this server cannot offer it."""
+    if gpu.model_device() != "cpu":
+        return WEIGHTS_INFO + " On a GPU the default model runs in PyTorch only."
+    if not llamacpp_available():
+        return (WEIGHTS_INFO + " The 4-bit runtime is not installed on this server (llama-cpp-python has no "
+                "wheel on PyPI, and a Space installs wheels only): run the app on your own machine with "
+                "`pip install llama-cpp-python==0.3.36` to race it.")
+    return WEIGHTS_INFO
 
 
 def paper_tree_note() -> str:

@@ -108,7 +108,7 @@ def test_only_the_documented_api_is_callable_by_name(probe_server):
     for name, data in (("load_example", [999]), ("load_example", ["x"]), ("walk_play", []), ("walk_tick", []),
                        ("lambda", []), ("stop_race", [""]), ("start_race", [])):
         status, answer = call(base, name, data)
-        assert status == 404 and answer["ok"] is False and "the only one is /race" in answer["message"], name
+        assert status == 404 and answer["ok"] is False and "the endpoints are /race and /walkthrough" in answer["message"], name
         no_framework_words(json.dumps(answer))
 
 
@@ -123,6 +123,29 @@ def test_a_short_or_long_race_call_answers_ok_false_or_with_defaults(probe_serve
     assert status == 200 and answer[0]["ok"] and answer[0]["vanilla"]["new_tokens"] == 3
     status, answer = call(base, "race", ["Hello"] + [0] * 20)
     assert status == 422 and answer["ok"] is False and "at most 14 values" in answer["message"]
+    no_framework_words(json.dumps(answer))
+
+
+def test_a_walkthrough_call_answers_its_steps_or_ok_false(probe_server):
+    """/walkthrough, the second documented endpoint: its defaults complete a short
+    call, a bad value is answered in words, and a good one gives every verify step's
+    tree with who proposed each node and the accepted path."""
+    base, _, _ = probe_server
+    status, answer = call(base, "walkthrough", [])
+    assert status == 200 and answer[0]["ok"] is False and "prompt is empty" in answer[0]["message"]
+    status, answer = call(base, "walkthrough", ["Hello", 6, "a tree of my own"])
+    assert status == 200 and answer[0]["ok"] is False and "Unknown tree" in answer[0]["message"]
+    status, answer = call(base, "walkthrough", ["Hello", 6, "race"])
+    walk = answer[0]
+    assert status == 200 and walk["ok"] and walk["new_tokens"] == 6 and walk["verify_steps"] == len(walk["steps"]) > 0
+    for step in walk["steps"]:
+        nodes = step["nodes"]
+        assert nodes[0]["parent"] == -1 and nodes[0]["head"] == "root"
+        assert all(0 <= n["parent"] < i for i, n in enumerate(nodes) if i), nodes  # parents come first
+        assert len(step["accepted_nodes"]) == step["accepted_length"]
+        assert len(step["target_choices"]) == step["accepted_length"] + 1  # the last is the bonus token
+    status, answer = call(base, "walkthrough", ["Hello"] + [0] * 5)
+    assert status == 422 and "at most 4 values" in answer["message"]
     no_framework_words(json.dumps(answer))
 
 
@@ -146,7 +169,7 @@ def test_the_page_events_are_not_in_the_api_description(probe_server):
     base, _, _ = probe_server
     with urllib.request.urlopen(f"{base}/gradio_api/info?all_endpoints=true", timeout=30) as r:
         info = json.loads(r.read())
-    assert list(info["named_endpoints"]) == ["/race"], list(info["named_endpoints"])
+    assert list(info["named_endpoints"]) == ["/race", "/walkthrough"], list(info["named_endpoints"])
 
 
 # ----------------------------------------------------------------------------- 5. the busy refusal

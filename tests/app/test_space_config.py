@@ -36,3 +36,21 @@ def test_space_front_matter_matches_the_pins():
     assert isinstance(version, str), "python_version must be set, quoted"
     major, minor = (int(x) for x in version.split(".")[:2])
     assert (major, minor) >= (3, 11), "numpy 2.4 (pinned) needs Python 3.11 or later"
+
+
+def test_the_server_drops_only_the_frameworks_leaked_loop_report():
+    """Gradio's Spaces mode leaves event loops whose cleanup fails with "Invalid file
+    descriptor: -1" (app/server.py); that report is dropped, every other one passes."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from app.server import _quiet_leaked_event_loops
+
+    seen = []
+    hook = _quiet_leaked_event_loops(seen.append)
+    leaked = SimpleNamespace(exc_value=ValueError("Invalid file descriptor: -1"), object=asyncio.BaseEventLoop.__del__)
+    other_value = SimpleNamespace(exc_value=ValueError("something else"), object=asyncio.BaseEventLoop.__del__)
+    other_place = SimpleNamespace(exc_value=ValueError("Invalid file descriptor: -1"), object=print)
+    for u in (leaked, other_value, other_place):
+        hook(u)
+    assert seen == [other_value, other_place]

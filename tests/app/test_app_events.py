@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import urllib.request
 
+from app.guard import API_NAMES
 from test_app_probe import no_framework_words, post, probe_server, while_busy  # noqa: F401  (the server fixture)
 
 
 def page_events(demo) -> dict:
-    return {i: fn for i, fn in demo.fns.items() if fn.api_name != "race"}
+    return {i: fn for i, fn in demo.fns.items() if fn.api_name not in API_NAMES}
 
 
 def send(base: str, fn_index: int, data, session: str, queued: bool) -> tuple[int, dict]:

@@ -74,6 +74,19 @@ def fastest_target(target: Target, race_target: Target) -> Optional[Target]:
     return target if race_target is not target else None
 
 
+def runtime_asked() -> Optional[str]:
+    """The runtime this server's operator asked for (GUMIHO_RUNTIME; unset: 'auto').
+    Read here, at the app's edge: the library itself reads no environment."""
+    return os.environ.get("GUMIHO_RUNTIME") or None
+
+
+def load_default() -> Target:
+    """The default model as this server runs it: on its device, with the runtime and
+    4-bit layout its operator asked for (GUMIHO_RUNTIME, GUMIHO_LAYOUT)."""
+    return load_target(None, device=gpu.model_device(), runtime=runtime_asked(),
+                       layout=os.environ.get("GUMIHO_LAYOUT") or None)
+
+
 def _random_drafter(target: Target, kind: str) -> Drafter:
     with torch.random.fork_rng(devices=[]):  # the same weights every time, and no trace in the caller's draws
         return random_drafter(target, kind, seed=1234)
@@ -142,7 +155,7 @@ class ModelHub:
     all model memory comes from one allocator pool, so the process stays flat
     however many sessions take turns."""
 
-    def __init__(self, default_loader: Callable[[], Target] = lambda: load_target(None, device=gpu.model_device()),
+    def __init__(self, default_loader: Callable[[], Target] = lambda: load_default(),
                  warmup: bool = True, access: Optional[Access] = None, max_waiting: Optional[int] = None):
         self._default_loader = default_loader
         self.access = access if access is not None else Access.from_env()

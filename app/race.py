@@ -251,7 +251,7 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
     progress = progress or Progress()
     progress.max_tokens = req.settings.max_new_tokens
     progress.phase = "loading"
-    res = hub.resolve(req.target_id, req.drafter_kind, req.drafter_path, req.copy, req.weights)
+    res = hub.resolve(req.target, req.drafter, req.drafter_path, req.copy_from_context, req.target_weights)
     target = res.target
     settings = race_settings(req.settings, target)
     ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)

@@ -4,13 +4,12 @@ import os
 # the test process); spinning OpenMP workers would then starve each other.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-# The float32 (torch) runtime unless a test asks for another: most tests are about the
-# engine's own forwards (inner-layer drafters, exports, training, float32 tokens). The
-# default, "auto" (llama.cpp for the embedded GGUF on a CPU), has its own tests, which
-# ask for it by name (tests/runtimes/test_llamacpp_runtime.py, tests/app/test_app_runtime.py).
-os.environ.setdefault("GUMIHO_RUNTIME", "torch")
+# No runtime is forced here: the library reads no environment, so a test that loads the
+# default model without naming a runtime gets the default a user gets ("auto":
+# llama.cpp for the embedded GGUF on a CPU where llama-cpp-python is installed). Tests
+# about the engine's own float32 forwards ask for runtime="torch" by name.
 
-import torch  # noqa: E402  (after the environment variable above)
+import torch  # noqa: E402
 
 # One intra-op thread: the tests' models are tiny, and with two threads on a busy
 # two-core machine the workers wait on each other far longer than they compute.

@@ -93,11 +93,11 @@ def _run_hf(target: Target, ids: list[int], method: HFGenerate, gen: GenerationS
         kw["prompt_lookup_num_tokens"] = method.lookup_tokens
     # Never more tokens than the context holds (our stream stops there too).
     kw["max_new_tokens"] = max(1, min(kw["max_new_tokens"], target.context_length - len(ids)))
-    handle = target.model.register_forward_pre_hook(count)
+    handle = target.runtime_model.register_forward_pre_hook(count)
     try:
         t0 = time.perf_counter()
         with torch.inference_mode():
-            out = target.model.generate(torch.tensor([ids], device=target.device), **kw)
+            out = target.runtime_model.generate(torch.tensor([ids], device=target.device), **kw)
         wall = time.perf_counter() - t0
     finally:
         handle.remove()

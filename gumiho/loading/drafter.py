@@ -8,6 +8,7 @@ from typing import Optional
 
 import torch
 
+from ..cpulinear import pack_linears
 from ..drafter import Drafter, DrafterConfig
 from ..errors import GumihoError
 from ..target import Target
@@ -22,7 +23,16 @@ def load_drafter(path: str, target: Target, dtype: Optional[str] = None):
     :func:`drafter_dtype` (and :func:`drafter_int4`: beside a 4-bit target the drafter drafts
     through 4-bit copies of its weights where the CPU takes them)."""
     drafter = _load_drafter(path, target, dtype)
-    return drafter.use_int4() if drafter_int4(target, dtype) else drafter
+    return ready_to_draft(drafter.use_int4() if drafter_int4(target, dtype) else drafter)
+
+
+def ready_to_draft(drafter: Drafter) -> Drafter:
+    """The drafter prepared once, at load, for the few-row products of drafting: on a
+    CPU its linear layers pre-packed (gumiho.cpulinear; layers already switched to
+    4-bit products keep them). Generations then draft with it as it is."""
+    if drafter.weight_device.type == "cpu":
+        pack_linears(drafter)
+    return drafter
 
 
 def _load_drafter(path: str, target: Target, dtype: Optional[str]):
@@ -87,4 +97,4 @@ def random_drafter(target: Target, kind: str, seed: int, dtype: Optional[str] = 
     torch.manual_seed(seed)
     d = Drafter(DrafterConfig.for_target(target.config, kind))
     d = d.to(device=target.device, dtype=drafter_dtype(target, dtype)).eval().attach_target(target.model)
-    return d.use_int4() if drafter_int4(target, dtype) else d
+    return ready_to_draft(d.use_int4() if drafter_int4(target, dtype) else d)

@@ -149,18 +149,18 @@ def test_growing_cache_matches_dynamic_cache(inference):
 def test_tree_attention_matches_sdpa():
     """The tree-verify attention (key/value heads shared, no copies) gives sdpa's logits."""
     target = tiny_target("qwen2", vocab=96, hidden=48, layers=2, heads=6, kv_heads=2, seed=2)
-    assert target.model.config._attn_implementation == TREE_ATTENTION
+    assert target.runtime_model.config._attn_implementation == TREE_ATTENTION
     rng = random.Random(1)
     with torch.inference_mode():
         seq = [rng.randrange(2, 96) for _ in range(30)]
         tree = DraftTree([5, 7, 9, 11, 13, 15], [-1, 0, 0, 1, 1, 3], [0, 1, 1, 2, 2, 3], [1.0] * 6)
         out = {}
         for impl in (TREE_ATTENTION, "sdpa"):
-            target.model.set_attn_implementation(impl)
+            target.runtime_model.set_attn_implementation(impl)
             cache = DynamicCache()
             target.forward(seq, 0, cache)
             out[impl] = target.forward(tree.tokens, len(seq), cache, tree.parents)[1]
-        target.model.set_attn_implementation(TREE_ATTENTION)
+        target.runtime_model.set_attn_implementation(TREE_ATTENTION)
     assert torch.allclose(out[TREE_ATTENTION], out["sdpa"], atol=1e-5)
 
 
@@ -180,7 +180,7 @@ def test_drafter_growing_kv_matches_concatenation():
             session.extend(h, t)
             hs.append(h)
             toks.append(t)
-            session.propose(int(t[-1]), Budget(TreeSettings(total_tokens=12, top_k=3)))  # leaves tree rows behind
+            session.propose(int(t[-1]), Budget(TreeSettings(total_tokens=12, serial_top_k=3)))  # leaves tree rows behind
         u = drafter.project(torch.cat(hs)[None], torch.cat(toks)[None])
         L = u.shape[1]
         assert L > 256 and session.length == L

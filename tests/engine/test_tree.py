@@ -81,7 +81,7 @@ def test_tree_verify_and_cache_compaction_match_sequential(family, attn):
     context + root + that node's path -> keep a random accepted path -> the cache
     equals the one a sequential forward over context + accepted tokens builds."""
     target = tiny_target(family, vocab=VOCAB, hidden=32, layers=2, heads=4, kv_heads=2, seed=3)
-    target.model.set_attn_implementation(attn)
+    target.runtime_model.set_attn_implementation(attn)
     rng = random.Random(hash((family, attn)) % 1000)
     with torch.inference_mode():
         for episode in range(3):
@@ -95,7 +95,7 @@ def test_tree_verify_and_cache_compaction_match_sequential(family, attn):
                 if rnd == 3:  # a chain, fully accepted: the no-op compaction branch
                     tree = DraftTree([root] + [rng.randrange(VOCAB) for _ in range(4)], [-1, 0, 1, 2, 3],
                                      [0, 1, 2, 3, 4], [1.0] * 5, [0.0] * 5, [False] * 5)
-                hidden, logits = target.forward(tree.tokens, past, cache, tree.parents)
+                hidden, logits = target.forward(tree.tokens, past, cache, tree.parents)[:2]
                 assert logits.shape == (len(tree), VOCAB)
                 for i in range(len(tree)):
                     path_tokens = [root] + [tree.tokens[j] for j in tree.path_to(i)]
@@ -116,7 +116,7 @@ def test_tree_verify_and_cache_compaction_match_sequential(family, attn):
                 root = rng.randrange(2, VOCAB)
             # The compacted cache keeps decoding correctly, token by token.
             for _ in range(3):
-                _, l1 = target.forward([root], len(seq), cache)
+                l1 = target.forward([root], len(seq), cache).logits
                 seq.append(root)
                 assert torch.allclose(l1[0], _scratch(target, seq)[1], atol=1e-4)
                 root = int(l1[0].argmax())
@@ -192,12 +192,12 @@ def test_tree_from_candidates_keeps_each_paths_tokens():
 
 TREE_SETTINGS = [
     TreeSettings(),
-    TreeSettings(total_tokens=8, depth=3, top_k=2, full_tree=False),
-    TreeSettings(total_tokens=30, depth=7, top_k=5, mlp_top_k=3, mlp_keep=8, full_tree=True, full_tree_tokens=8),
-    TreeSettings(total_tokens=6, depth=7, top_k=1, mlp_top_k=1, mlp_keep=1, full_tree=True, full_tree_tokens=3),
-    TreeSettings(total_tokens=1, depth=1, top_k=1, full_tree=False),
-    TreeSettings(total_tokens=12, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree=False),
-    TreeSettings(total_tokens=9, depth=7, top_k=1, mlp_top_k=2, mlp_keep=2, full_tree=False),
+    TreeSettings(total_tokens=8, depth=3, serial_top_k=2, full_tree=False),
+    TreeSettings(total_tokens=30, depth=7, serial_top_k=5, mlp_top_k=3, mlp_keep=8, full_tree=True, full_tree_tokens=8),
+    TreeSettings(total_tokens=6, depth=7, serial_top_k=1, mlp_top_k=1, mlp_keep=1, full_tree=True, full_tree_tokens=3),
+    TreeSettings(total_tokens=1, depth=1, serial_top_k=1, full_tree=False),
+    TreeSettings(total_tokens=12, depth=5, serial_top_k=3, mlp_top_k=2, mlp_keep=3, full_tree=False),
+    TreeSettings(total_tokens=9, depth=7, serial_top_k=1, mlp_top_k=2, mlp_keep=2, full_tree=False),
 ]
 EXPECTED_HEADS = {
     "gumiho": ["serial"] * 2 + ["mlp"] * 5,
@@ -267,7 +267,7 @@ def test_real_drafter_trees_are_well_formed(kind):
         for trial in range(3):
             prompt = [rng.randrange(2, VOCAB) for _ in range(rng.randint(2, 12))]
             cache = DynamicCache()
-            hidden, logits = target.forward(prompt, 0, cache)
+            hidden, logits = target.forward(prompt, 0, cache)[:2]
             root = int(logits[-1].argmax())
             session = DraftSession(drafter)
             session.extend(hidden, torch.tensor(prompt[1:] + [root]))
@@ -310,7 +310,7 @@ def test_real_drafter_trees_are_well_formed(kind):
             # Feed a couple of accepted positions and draft again from the grown context.
             tree = session.propose(root, Budget(TREE_SETTINGS[0]))
             acc = tree.path_to(1)
-            hidden, logits = target.forward(tree.tokens, len(prompt), cache, tree.parents)
+            hidden, logits = target.forward(tree.tokens, len(prompt), cache, tree.parents)[:2]
             kept = [0] + acc
             keep_tree_entries(cache, len(prompt), kept)
             nxt = [tree.tokens[j] for j in acc] + [int(logits[kept[-1]].argmax())]
@@ -358,8 +358,8 @@ def test_prefill_with_last_logits_only_matches_the_full_prefill():
     seq = list(range(3, 40))
     with torch.inference_mode():
         full_cache, last_cache = DynamicCache(), DynamicCache()
-        h_full, l_full = target.forward(seq, 0, full_cache)
-        h_last, l_last = target.forward(seq, 0, last_cache, last_logits_only=True)
+        h_full, l_full = target.forward(seq, 0, full_cache)[:2]
+        h_last, l_last = target.forward(seq, 0, last_cache, last_logits_only=True)[:2]
         assert l_full.shape == (len(seq), target.config.vocab_size) and l_last.shape == (1, target.config.vocab_size)
         assert torch.equal(h_full, h_last)
         torch.testing.assert_close(l_last[0], l_full[-1])
@@ -382,6 +382,6 @@ def test_drafting_runs_only_the_heads_the_tree_reaches(depth, heads_run):
     with torch.no_grad():
         hidden = target.model(torch.tensor([[5, 6, 7, 8]]), output_hidden_states=True).hidden_states[-1][0]
     session.extend(hidden, torch.tensor([6, 7, 8, 9]))
-    tree = session.propose(9, Budget(TreeSettings(total_tokens=12, depth=depth, top_k=2, mlp_top_k=2, mlp_keep=2)))
+    tree = session.propose(9, Budget(TreeSettings(total_tokens=12, depth=depth, serial_top_k=2, mlp_top_k=2, mlp_keep=2)))
     assert calls == [1] * heads_run + [0] * (len(drafter.heads) - heads_run)
     assert max(tree.depths) <= depth and len(tree) > 1

@@ -127,7 +127,7 @@ def test_copy_decoding_is_lossless_greedy(family):
         oracle = OracleDrafter(prompt + ref + [0] * 16, vocab=96, corrupt=0.3, seed=i)
         for drafter in (with_copy(None), with_copy(learned), with_copy(oracle, max_tokens=4, min_match=1)):
             out, steps = _run(target, prompt, drafter, max_new_tokens=48,
-                              tree=TreeSettings(total_tokens=6, depth=4, top_k=2))
+                              tree=TreeSettings(total_tokens=6, depth=4, serial_top_k=2))
             assert out == ref
             st = summarize(steps, 8)
             copied += st.copy_nodes
@@ -151,7 +151,7 @@ def test_every_node_records_the_head_that_proposed_it():
     families = set()
     for drafter in (learned, with_copy(learned), with_copy(None)):
         steps = list(stream(target, prompt, drafter, GenerationSettings(max_new_tokens=24, tree=TreeSettings(
-            total_tokens=12, depth=5, top_k=2, full_tree=True, full_tree_tokens=3)), keep_trees=True))
+            total_tokens=12, depth=5, serial_top_k=2, full_tree=True, full_tree_tokens=3)), keep_trees=True))
         for s in steps[1:]:
             tree = s.tree
             assert len(tree.heads) == len(tree) and tree.heads[0] == "target"

@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    model, tokenizer, name = target.model, target.tokenizer, target.name
+    model, tokenizer, name = target.runtime_model, target.tokenizer, target.name
     writer = None
     if args.write_dtype == "bfloat16" and str(args.device).startswith("cpu") and not cpu_has_native_bf16():
         # Without bf16 units the CPU emulates every bf16 product: such a writer is several

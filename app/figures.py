@@ -17,7 +17,7 @@ from gumiho import GenerationStats
 
 from . import palette
 from .plotroom import last_position
-from .tokens import DrafterLayout
+from .run_views import DrafterLayout
 from gumiho.heads import HeadFamily
 
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12, "color": "#2a3f5f"}

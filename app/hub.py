@@ -41,7 +41,7 @@ class Resolved:
     trained: bool
     note: str  # shown beside the Gumiho column; "" for a trained drafter
     drafter_label: str
-    # The model as loaded, when the race runs on another view of it (app.race measures
+    # The model as loaded, when the race runs on another view of it (app.race_run measures
     # its vanilla decoding after the race, as the fastest way to run the model here).
     fastest: Optional[Target] = None
 

@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Callable
 
 from . import figures
-from .tokens import DrafterLayout, RaceResult
+from .run_views import DrafterLayout, RaceResult
 
 
 @dataclass

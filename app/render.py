@@ -15,7 +15,7 @@ from gumiho import metrics
 
 from . import palette
 from .heads import HEAD_LABELS, head_label
-from .tokens import DrafterLayout, RaceResult, RunRecord, StepView, TokenView
+from .run_views import DrafterLayout, RaceResult, RunRecord, StepView, TokenView
 from gumiho.heads import HeadFamily
 
 _EXTRA = {"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;", "\\": "&#92;"}

@@ -10,7 +10,7 @@ from . import palette
 from .figures import Figure, _figure
 from .plotroom import labels_that_fit, node_sizes, px_per_unit
 from .render import esc_plot, visible
-from .tokens import DrafterLayout
+from .run_views import DrafterLayout
 from gumiho.heads import HeadFamily
 
 

@@ -54,7 +54,7 @@ class Pair:
                 raise GumihoError(f"The {self.drafter} drafter for {DEFAULT_TARGET_LABEL} is not installed "
                                   f"(expected assets/drafters/smollm2-135m-{self.drafter}).")
             return load_drafter(path, target)
-        return load_drafter(self.drafter, target)  # an official hub id: gumiho.official reads it
+        return load_drafter(self.drafter, target)  # an official hub id: gumiho.formats.official reads it
 
 
 def _official(short: str, target: str, label: str) -> Pair:

@@ -47,9 +47,9 @@ class Target:
     _torch_view: Optional["Target"] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
-        if self.runtime is None:  # (a target without a model runs nothing: a description of one)
-            self.runtime = (TorchRuntime.for_model(self.model, self.device, self.dtype) if self.model is not None
-                            else TorchRuntime(None, self.device, self.dtype))
+        # (A target without a model runs nothing: a description of one, for settings.)
+        self.runtime = self.runtime or (TorchRuntime.for_model(self.model, self.device, self.dtype)
+                                        if self.model is not None else TorchRuntime(None, self.device, self.dtype))
 
     def new_cache(self):
         """An empty KV cache for this target's forwards."""

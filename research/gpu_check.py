@@ -1,5 +1,5 @@
 """The app's GPU path, measured before a Space pays for it: on a machine with a CUDA
-GPU, the app's own race and walkthrough (app.race.compute_race, app.walkthrough.
+GPU, the app's own race and walkthrough (app.race_run.compute_race, app.walk_steps.
 compute_walk, through a ModelHub as the server builds it) with the paper's tree, on
 the default model and its shipped Gumiho drafter.
 
@@ -63,8 +63,8 @@ def main(argv=None) -> int:
     from app import gpu
     from app.hub import ModelHub
     from app.inputs import PAPER_SHAPE, RaceForm, parse_request
-    from app.race import compute_race
-    from app.walkthrough import compute_walk, walk_request
+    from app.race_run import compute_race
+    from app.walk_steps import compute_walk, walk_request
     from gumiho import GenerationSettings, stream
     from gumiho.loading import load_target
 

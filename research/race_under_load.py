@@ -1,6 +1,6 @@
 """Benchmark: the app's race under a load that starts halfway through it.
 
-For each timing scheme of app.race (sequential: vanilla alone, then Gumiho
+For each timing scheme of app.race_run (sequential: vanilla alone, then Gumiho
 alone; alternating: both advanced in turn, balanced by tokens, each on its own
 clock), the same race of the default model and its shipped Gumiho drafter runs
 twice: on a quiet machine, and with a CPU hog (``--hog-procs`` processes
@@ -19,7 +19,7 @@ within 15% of 1.
     python research/race_under_load.py --repeats 3 --hog-procs 2 --out race_under_load.json
 
 The machine may be shared: other work shows up as noise in both runs. The races
-go through the app's own code (app.race.compute_race on the model thread of an
+go through the app's own code (app.race_run.compute_race on the model thread of an
 app.hub.ModelHub), with the app's default tree for this device.
 """
 from __future__ import annotations

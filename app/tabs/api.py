@@ -10,9 +10,9 @@ import gradio as gr
 
 from ..hub import ModelHub
 from ..inputs import COPY_DEFAULT, DEVICE_TREE, RaceForm, parse_request
-from ..race import compute_race, on_model_thread, until_ready
+from ..race_run import compute_race, on_model_thread, until_ready
 from ..race_summary import error_summary, summary, walk_summary
-from ..walkthrough import PAPER_TREE, compute_walk, walk_request
+from ..walk_steps import PAPER_TREE, compute_walk, walk_request
 from .shared import GENERATE, friendly
 
 

@@ -2,7 +2,7 @@
 by side, every token coloured by the head that drafted it, and the live figures.
 
 A run is a chain of four events: :func:`start_race` checks the request,
-:func:`race_compute` times both decoders on the model thread (app/race.py),
+:func:`race_compute` times both decoders on the model thread (app/race_run.py),
 :func:`race_replay` replays the two columns with their recorded timestamps, and
 :func:`end_race` restores the buttons.
 """
@@ -19,9 +19,9 @@ from ..hub import ModelHub
 from ..inputs import COPY_DEFAULT, DEVICE_TREE, MAX_NEW_TOKENS, MAX_TREE_DEPTH, MAX_TREE_NODES, MAX_TREE_TOP_K, \
     PAPER_SHAPE, SIZED_SHAPE, RaceForm, parse_request
 from ..race_plots import RACE_PLOTS, PlotFrame
-from ..race import RUNS, TIMING_NOTE, Control, Progress, compute_race, in_background, replay_frames, until_ready
+from ..race_run import RUNS, TIMING_NOTE, Control, Progress, compute_race, in_background, replay_frames, until_ready
 from ..render import render_banner, render_legend, render_result, render_run, render_stats
-from ..tokens import DrafterLayout, RaceResult
+from ..run_views import DrafterLayout, RaceResult
 from .race_settings import TREE_SHAPES, advanced_note, paper_tree_note, weights_choices, weights_info
 from .shared import GENERATE, Session, bound, fail, placeholder, wire
 

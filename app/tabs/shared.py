@@ -2,7 +2,7 @@
 
 Concurrency: every piece of model work runs on the hub's one model thread
 (app/hub.py, its queue app/jobs.py), so generations never overlap on the CPU (a race times its two
-decoders in alternation, app/race.py). That thread is the queue: at most
+decoders in alternation, app/race_run.py). That thread is the queue: at most
 ``GUMIHO_APP_MAX_WAITING`` runs wait for it, and one more is refused at once with
 "The server is busy" (the page's banner, the API's ``ok: false``). The events
 that run a model (``concurrency_id=GENERATE``) therefore have no limit of
@@ -42,7 +42,7 @@ class Session:
     """One visitor's state, private to their page."""
 
     race: gr.State  # the last race (a RaceResult)
-    run_id: gr.State  # the id of their run in flight (app.race.RUNS)
+    run_id: gr.State  # the id of their run in flight (app.race_run.RUNS)
     request: gr.State  # the checked request of the run being started
     walk: gr.State  # the walkthrough (a Walk)
 

@@ -1,4 +1,4 @@
-"""The Walkthrough tab: one generation (app/walkthrough.py), looked at one verify
+"""The Walkthrough tab: one generation (app/walk_steps.py), looked at one verify
 step at a time, with Previous / Next, a slider and autoplay. It decodes with the
 Race tab's drafter, and with the race's tree when asked to."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ import gradio as gr
 
 from ..hub import ModelHub
 from ..inputs import WALK_MAX_NEW_TOKENS, RaceForm
-from ..race import in_background, until_ready
+from ..race_run import in_background, until_ready
 from ..render import render_banner
-from ..walkthrough import EXPLANATION, PAPER_TREE, PLAY_INTERVAL_S, TREE_CHOICES, TREE_LABELS, Walk, WalkProgress, \
+from ..walk_steps import EXPLANATION, PAPER_TREE, PLAY_INTERVAL_S, TREE_CHOICES, TREE_LABELS, Walk, WalkProgress, \
     choices_table, compute_walk, step_figure, step_header, text_so_far, tree_choice_of, walk_request
 from .race import RaceTab
 from .shared import GENERATE, Session, fail, placeholder, wire

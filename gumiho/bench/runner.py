@@ -14,7 +14,7 @@ import torch
 from ..decode import GenerationSettings, draft_depth, stream
 from ..drafter import Drafter
 from ..errors import GumihoError
-from ..machine import cpu_summary
+from ..kernels.machine import cpu_summary
 from ..metrics import GenerationStats, speedup, speedup_kind, summarize
 from ..target import Target
 from ..proposers import split_copy
@@ -188,7 +188,7 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
             "measured": [round(1000 * c, 3) for c in verify_cost.measured],
             "fitted": [round(1000 * c, 3) for c in verify_cost.seconds]},
         "torch_threads": torch.get_num_threads(),
-        # Speedups on a CPU depend on its vector units (see gumiho.machine).
+        # Speedups on a CPU depend on its vector units (see gumiho.kernels.machine).
         "cpu": cpu_summary() if str(target.device).startswith("cpu") else None,
         "torch_version": torch.__version__,
         "dtype": str(target.dtype).replace("torch.", ""),

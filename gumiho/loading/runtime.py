@@ -19,7 +19,7 @@ RUNTIME_ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "float32":
 def pick_runtime(runtime: Optional[str]) -> str:
     """'auto', 'torch' or 'llama.cpp', as asked (None or "": 'auto').
     :func:`resolve_runtime` turns 'auto' into one of the other two."""
-    if runtime is not None and not isinstance(runtime, str):
+    if not isinstance(runtime, (str, type(None))):
         raise GumihoError(f"runtime must be a name ('auto', 'torch' or 'llama.cpp'); got {runtime!r}.")
     name = (runtime or "auto").strip().lower()
     name = RUNTIME_ALIASES.get(name, name)

@@ -57,7 +57,7 @@ class Runtime(ABC):
     flat_verify: bool = True
     # Whether it multiplies quantized weights (GGUF's 4-bit layouts): a one-token forward is
     # then cheap beside the drafter's step, so a drafter next to it drafts through 4-bit
-    # copies of its own weights too (gumiho.int4linear, where the CPU takes them).
+    # copies of its own weights too (gumiho.kernels.int4linear, where the CPU takes them).
     quantized: bool = False
 
     @abstractmethod

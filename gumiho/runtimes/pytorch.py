@@ -4,9 +4,9 @@ dtype it was loaded in (float32 on a CPU, half precision on a GPU).
 Any Hugging Face causal LM runs here. The runtime owns what it changes: it runs a
 view of the model (:func:`runtime_view`: its own module objects over the same
 weights) and changes only that view. Every parameter is frozen there; on a CPU the
-view's linear layers are pre-packed (gumiho.cpulinear), so a forward over a few rows
+view's linear layers are pre-packed (gumiho.kernels.cpulinear), so a forward over a few rows
 costs about one one-token forward, as on a GPU (the cost curve drafting needs), and
-its attention is the tree-verify one (gumiho.treeattn). The model the caller gave
+its attention is the tree-verify one (gumiho.runtimes.treeattn). The model the caller gave
 keeps its classes, attention implementation, mode and requires_grad. The runtime
 hands a drafter any inner layer's states (forward_with_features)."""
 from __future__ import annotations
@@ -17,10 +17,10 @@ import threading
 
 import torch
 
-from ..cpulinear import pack_linears
+from ..kernels.cpulinear import pack_linears
 from ..errors import GumihoError
-from ..kvcache import keep_tree_entries, new_cache
-from ..treeattn import use_tree_attention
+from .kvcache import keep_tree_entries, new_cache
+from .treeattn import use_tree_attention
 from ..tree import tree_inputs
 from .base import Forward, Runtime, tree_depths
 

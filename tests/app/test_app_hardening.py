@@ -20,10 +20,10 @@ from app.treeplot import tree_figure
 from app.hub import ModelHub, Resolved, _random_drafter
 from app.jobs import BUSY, ModelThread
 from app.inputs import RaceForm, parse_request
-from app.race import compute_race, replay_frames
+from app.race_run import compute_race, replay_frames
 from app.race_summary import error_summary
 from app.render import render_result, render_run, render_stats
-from app.tokens import DrafterLayout
+from app.run_views import DrafterLayout
 
 from helpers import tiny_target
 from test_app_render import TOK

@@ -15,8 +15,8 @@ from app.hub import ModelHub, _random_drafter
 from app.layout import build_app, load_examples
 from app.render import render_banner
 from app.tabs import walkthrough as walk_tab
-from app.walkthrough import PAPER_TREE
-from app.tokens import DrafterLayout
+from app.walk_steps import PAPER_TREE
+from app.run_views import DrafterLayout
 
 from helpers import ready_hub, tiny_target
 from test_app_render import TOK

@@ -24,7 +24,7 @@ from app.inputs import RaceForm, parse_request
 from app.server import serve
 from app.tabs import race as race_tab
 from app.tabs.shared import friendly
-from app.tokens import record
+from app.run_views import record
 
 from helpers import tiny_target
 from test_app_render import TOK, b

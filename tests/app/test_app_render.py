@@ -15,12 +15,12 @@ from gumiho import EmittedToken, GenerationSettings, GumihoError, RejectedToken,
 from app import figures, palette, treeplot
 from app.hub import ModelHub, Resolved
 from app.inputs import DEVICE_TREE, MAX_PROMPT_CHARS, RaceForm, parse_request
-from app.race import Runs, compute_race, in_background, replay_frames
+from app.race_run import Runs, compute_race, in_background, replay_frames
 from app.race_summary import summary
 from app.render import esc, render_legend, render_result, render_stats, render_steps, visible
-from app.tokens import Detokenizer, DrafterLayout, RaceResult, record, step_views
+from app.run_views import Detokenizer, DrafterLayout, RaceResult, record, step_views
 from app.hub import _random_drafter
-from app.walkthrough import PAPER_TREE, PLAY_INTERVAL_S, RACE_TREE, TREE_CHOICES, WALK_TREE, Walk, WalkStep, choices_table, \
+from app.walk_steps import PAPER_TREE, PLAY_INTERVAL_S, RACE_TREE, TREE_CHOICES, WALK_TREE, Walk, WalkStep, choices_table, \
     compute_walk, step_figure, step_header, text_so_far, walk_request
 
 from helpers import OracleDrafter, ready_hub, tiny_target

@@ -10,7 +10,7 @@ from gumiho.errors import GumihoError
 
 from app.hub import ModelHub
 from app.inputs import RACE_WEIGHTS, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
-from app.race import compute_race
+from app.race_run import compute_race
 from app.race_summary import summary
 from app.render import render_result
 

@@ -18,10 +18,10 @@ from app import figures, treeplot
 from app.hub import ModelHub
 from app.inputs import MAX_WAITING, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, RaceForm, parse_request
 from app.layout import build_app
-from app.race import compute_race
+from app.race_run import compute_race
 from app.render import render_legend, render_result
 from app.tabs import race_settings
-from app.tokens import DrafterLayout
+from app.run_views import DrafterLayout
 
 from helpers import ROOT
 from test_app_render import tiny_hub  # noqa: F401  (a fixture)

@@ -24,8 +24,8 @@ from app import hub as hub_module
 from app.hub import ModelHub, _random_drafter
 from app.jobs import ModelThread
 from app.inputs import DEVICE_TREE, RaceForm, parse_request
-from app.race import Progress, compute_race
-from app.walkthrough import compute_walk
+from app.race_run import Progress, compute_race
+from app.walk_steps import compute_walk
 
 from helpers import ROOT, ready_hub, tiny_target
 from test_app_render import END, TOK
@@ -177,7 +177,7 @@ if not torch.cuda.is_available():
 import app
 from app import gpu, inputs
 from app.hub import ModelHub
-from app.race import compute_race
+from app.race_run import compute_race
 from gumiho.loading import prepare_target
 from transformers import LlamaConfig, LlamaForCausalLM
 

@@ -301,7 +301,7 @@ def test_registry_names_and_tree_flags():
 
 
 def test_cpu_summary_names_the_model_and_its_vector_units():
-    from gumiho.machine import cpu_summary, parse_cpuinfo
+    from gumiho.kernels.machine import cpu_summary, parse_cpuinfo
     text = ("processor\t: 0\nmodel name\t: Example CPU 9000\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n\n"
             "processor\t: 1\nmodel name\t: Example CPU 9000\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")
     info = parse_cpuinfo(text)

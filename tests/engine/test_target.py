@@ -8,9 +8,9 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from gumiho import GenerationSettings, TreeSettings, stream
-from gumiho.cpulinear import PackedLinear, available
+from gumiho.kernels.cpulinear import PackedLinear, available
 from gumiho.loading import prepare_target
-from gumiho.treeattn import NAME as TREE_ATTENTION
+from gumiho.runtimes.treeattn import NAME as TREE_ATTENTION
 
 from helpers import OracleDrafter
 

@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 from gumiho import GenerationSettings, GumihoError, TreeSettings, stream
 from gumiho.proposers import Budget, DraftSession
 from gumiho.drafter import causal_mask
-from gumiho.official import is_official_source, load_official, read_checkpoint
+from gumiho.formats.official import is_official_source, load_official, read_checkpoint
 
 from helpers import tiny_target
 

@@ -65,7 +65,7 @@ def test_missing_shipped_drafter_is_clear(monkeypatch):
 
 
 def test_official_pair_loads_through_load_drafter(tmp_path, monkeypatch):
-    """Registry -> load_drafter -> gumiho.official -> hub download, with the hub faked."""
+    """Registry -> load_drafter -> gumiho.formats.official -> hub download, with the hub faked."""
     import huggingface_hub
 
     torch.save(official_state(), tmp_path / "pytorch_model.bin")

@@ -190,13 +190,13 @@ def test_copy_alone_is_prompt_lookup():
 @pytest.mark.parametrize("base", ["none", "fixed-tree"])
 def test_copy_nodes_keep_sampling_exact(base):
     """Sampling with copy nodes in the tree leaves the output distribution exactly the
-    target's: the chi-square test of test_sampling (same exact distribution by brute
+    target's: the chi-square test of test_verify (same exact distribution by brute
     force, same significance: a correct engine must give p > 1e-3; that test also shows
     the sample size rejects wrong acceptance rules at p < 1e-6). With min_match=1 the
     prompt's tokens recur after the prefill, so copy nodes are proposed and accepted."""
     from collections import Counter
 
-    from engine.test_sampling import BRANCHES, CONFIGS, N_SAMPLES, NEW_TOKENS, PASS_P, PROMPT, VOCAB, chi_square_p, \
+    from engine.test_verify import BRANCHES, CONFIGS, N_SAMPLES, NEW_TOKENS, PASS_P, PROMPT, VOCAB, chi_square_p, \
         exact_distribution
 
     from helpers import FixedTreeDrafter

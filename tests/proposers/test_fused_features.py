@@ -13,7 +13,7 @@ from gumiho.proposers import Budget, DraftSession
 from gumiho.loading import load_drafter
 
 from helpers import tiny_target
-from engine.test_lossless_greedy import prompts, run
+from engine.test_decode import prompts, run
 
 TREES = (TreeSettings(total_tokens=8, depth=4, serial_top_k=2),
          TreeSettings(total_tokens=20, depth=7, serial_top_k=4, mlp_keep=4, full_tree_tokens=6))
@@ -99,7 +99,7 @@ def test_states_handed_to_the_drafter_are_those_layers(target, monkeypatch):
 def test_target_forward_returns_the_layers_and_the_same_logits(target):
     """Target.forward with feature_layers: those layers' states in place of the final
     ones, and the logits (and the cache) of a forward without them."""
-    from gumiho.kvcache import new_cache
+    from gumiho.runtimes.kvcache import new_cache
 
     def hooks():
         return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in target.model.modules())
@@ -221,8 +221,8 @@ def test_eagle_kind_is_one_layer_all_serial(target):
 def test_fused_drafter_sampling_matches_target_distribution():
     """Sampling with a fused drafter (the embedding output and the final-norm state of a
     one-layer target): the output distribution is the target's (the chi-square test of
-    test_sampling, with fewer samples: what is tested here is the plumbing)."""
-    import test_sampling as ts
+    test_verify, with fewer samples: what is tested here is the plumbing)."""
+    import test_verify as ts
 
     target = tiny_target("llama", vocab=ts.VOCAB, hidden=16, layers=1, heads=2, kv_heads=1, init=0.5, seed=1,
                          eos=ts.EOS)

@@ -108,7 +108,7 @@ def test_speculative_decoding_on_llamacpp_emits_vanillas_tokens(lc_target, cells
 
 
 def test_the_shipped_drafter_on_llamacpp_is_lossless(lc_target):
-    from gumiho import int4linear
+    from gumiho.kernels import int4linear
     from gumiho.loading import load_drafter, shipped_drafter_path
 
     drafter = load_drafter(shipped_drafter_path("gumiho"), lc_target)

@@ -35,7 +35,7 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     'q4_0' (its weights rewritten once as Q4_0, whose products llama.cpp batches: faster,
     and further from the float32 weights; gumiho.runtimes.layouts); None: the default.
 
-    ``packed``: on a CPU, the torch runtime's linear layers pre-packed (gumiho.cpulinear;
+    ``packed``: on a CPU, the torch runtime's linear layers pre-packed (gumiho.kernels.cpulinear;
     True, the default: a verify over a few tokens then costs about one forward).
     The library reads no environment variable for any of these: the command-line entry
     points and the app read GUMIHO_RUNTIME and GUMIHO_LAYOUT and pass them here."""

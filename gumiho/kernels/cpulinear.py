@@ -16,7 +16,7 @@ device or dtype, autograd through the layer, a build without oneDNN) takes the
 ordinary ``F.linear`` path. ``load_target(packed=False)`` leaves a target unpacked.
 
 bfloat16 weights take the packed kernel too, where the CPU multiplies bf16 in
-hardware (AVX512-BF16, AMX; see gumiho.machine). That is for the drafter: drafting
+hardware (AVX512-BF16, AMX; see gumiho.kernels.machine). That is for the drafter: drafting
 reads every drafter weight from memory on every step (the target's forward has
 pushed them out of the caches), so half the bytes is most of the saving, and the
 drafter's precision changes only what it proposes, never what the target accepts.

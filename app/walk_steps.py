@@ -21,7 +21,7 @@ from .hub import ModelHub
 from .inputs import DEVICE_TREE, PAPER_SHAPE, PAPER_TREE_SETTINGS, WALK_MAX_NEW_TOKENS, RaceForm, Request, \
     check_prompt_length, parse_request
 from .render import esc, render_steps, visible
-from .tokens import DrafterLayout, StepView, step_views
+from .run_views import DrafterLayout, StepView, step_views
 from gumiho.heads import HeadFamily
 
 # The walkthrough's own tree: the paper's shape (app.inputs.PAPER_TREE_SETTINGS). The

@@ -307,7 +307,7 @@ class RaceResult:
     drafter_note: str = ""
     temperature: float = 0.0
     notes: list[str] = field(default_factory=list)
-    scheme: str = "alternating"  # how the two runs were timed (app.race.TIMING)
+    scheme: str = "alternating"  # how the two runs were timed (app.race_run.TIMING)
     runtime: str = "torch"  # what ran the target's forwards: its runtime's name (gumiho.runtimes)
     weights: str = "float32"  # the weights that runtime multiplies, in words
     flat_verify: bool = True  # whether a verify over a few tokens cost about one forward there

@@ -40,7 +40,7 @@ from gumiho import GenerationSettings, GumihoError, StepEvent, Target, TreeSetti
 from .gpu import on_gpu
 from .hub import ModelHub
 from .inputs import DEVICE_TREE, Request, check_prompt_length
-from .tokens import FastestRun, RaceResult, record
+from .run_views import FastestRun, RaceResult, record
 
 TIMING_NOTE = ("**How this race is timed:** vanilla and Gumiho never compute at the same moment. They take "
                "turns on this machine, a step at a time, so that both are always at about the same point of the "

@@ -17,7 +17,8 @@ from gumiho import GenerationStats
 
 from . import palette
 from .plotroom import last_position
-from .tokens import DrafterLayout
+from .run_views import DrafterLayout
+from gumiho.heads import HeadFamily
 
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12, "color": "#2a3f5f"}
 _AXIS = {"gridcolor": "#e8e8e8", "zerolinecolor": "#d0d0d0", "linecolor": "#bbb", "automargin": True}
@@ -141,16 +142,16 @@ def acceptance_figure(stats: Optional[GenerationStats], layout: Optional[Drafter
 def _family_labels(fig: Figure, lay: DrafterLayout) -> None:
     """The families' names over their drafted positions, a dotted line between them."""
     s, drafted = lay.serial_positions, lay.drafted_depth
-    spans = [((1 + min(s, drafted)) / 2, lay.label_of("serial"), "serial")] if s else []
+    spans = [((1 + min(s, drafted)) / 2, lay.label_of(HeadFamily.SERIAL), HeadFamily.SERIAL)] if s else []
     if drafted > s:
-        spans.append(((s + 1 + drafted) / 2, lay.label_of("mlp") if drafted - s > 1 else "MLP head 1", "mlp"))
+        spans.append(((s + 1 + drafted) / 2, lay.label_of(HeadFamily.MLP) if drafted - s > 1 else "MLP head 1", HeadFamily.MLP))
         if s:
             fig.layout["shapes"].append({"type": "line", "x0": s + 0.5, "x1": s + 0.5, "y0": 0, "y1": 1,
                                          "yref": "paper", "line": {"color": "#999", "dash": "dot"}})
     for x, text, head in spans:
         # From the left end of its positions rightwards: centred on one position, a name
         # wider than it ran over the y axis's labels.
-        left = x - (min(s, drafted) if head == "serial" else drafted - s) / 2
+        left = x - (min(s, drafted) if head == HeadFamily.SERIAL else drafted - s) / 2
         # Above the plot area (paper coordinates), not at a data height: a conditional
         # acceptance of 1.0 draws its marker at the top of the data range, and on a page
         # that gives the plot less height a label inside the range sat on it.

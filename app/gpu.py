@@ -102,7 +102,7 @@ def gpu_seconds(module: str, qualname: str, hub_key: int, req) -> int:
     if fixed.isdigit() and int(fixed) > 0:
         return int(fixed)
     seconds = 20 + 0.1 * int(req.settings.max_new_tokens)
-    if getattr(req, "target_id", ""):
+    if getattr(req, "target", ""):
         seconds += 120
     return int(seconds)
 

@@ -41,7 +41,7 @@ class Resolved:
     trained: bool
     note: str  # shown beside the Gumiho column; "" for a trained drafter
     drafter_label: str
-    # The model as loaded, when the race runs on another view of it (app.race measures
+    # The model as loaded, when the race runs on another view of it (app.race_run measures
     # its vanilla decoding after the race, as the fastest way to run the model here).
     fastest: Optional[Target] = None
 
@@ -72,6 +72,19 @@ def fastest_target(target: Target, race_target: Target) -> Optional[Target]:
     the fastest way to run the model on this machine (vanilla on the 4-bit file), shown
     beside the race's two lanes."""
     return target if race_target is not target else None
+
+
+def runtime_asked() -> Optional[str]:
+    """The runtime this server's operator asked for (GUMIHO_RUNTIME; unset: 'auto').
+    Read here, at the app's edge: the library itself reads no environment."""
+    return os.environ.get("GUMIHO_RUNTIME") or None
+
+
+def load_default() -> Target:
+    """The default model as this server runs it: on its device, with the runtime and
+    4-bit layout its operator asked for (GUMIHO_RUNTIME, GUMIHO_LAYOUT)."""
+    return load_target(None, device=gpu.model_device(), runtime=runtime_asked(),
+                       layout=os.environ.get("GUMIHO_LAYOUT") or None)
 
 
 def _random_drafter(target: Target, kind: str) -> Drafter:
@@ -142,7 +155,7 @@ class ModelHub:
     all model memory comes from one allocator pool, so the process stays flat
     however many sessions take turns."""
 
-    def __init__(self, default_loader: Callable[[], Target] = lambda: load_target(None, device=gpu.model_device()),
+    def __init__(self, default_loader: Callable[[], Target] = lambda: load_default(),
                  warmup: bool = True, access: Optional[Access] = None, max_waiting: Optional[int] = None):
         self._default_loader = default_loader
         self.access = access if access is not None else Access.from_env()

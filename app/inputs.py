@@ -60,7 +60,7 @@ DEVICE_TREE = TreeSettings.for_device(gpu.model_device())
 # 63 drafted tokens to depth 7, every MLP head in use, and 8 full-tree tokens. The
 # walkthrough drafts it always (a step-through has no clock to protect), the race
 # when asked to (RACE_SHAPES): on a CPU it costs more verify time than it saves.
-PAPER_TREE_SETTINGS = TreeSettings(total_tokens=63, depth=7, top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True,
+PAPER_TREE_SETTINGS = TreeSettings(total_tokens=63, depth=7, serial_top_k=10, mlp_top_k=5, mlp_keep=35, full_tree=True,
                                    full_tree_tokens=8)
 # The race's tree: the controls' (sized for this machine), or the paper's.
 SIZED_SHAPE, PAPER_SHAPE = "sized", "paper"
@@ -82,14 +82,41 @@ RACE_WEIGHTS = (WEIGHTS_AS_STORED, WEIGHTS_FLOAT32)
 
 
 @dataclass
+class RaceForm:
+    """A race as the page's controls or the /race API's parameters give it, not yet
+    checked (any value a client may send). Its field names are the API's, and every
+    layer from the page or the API to the run uses them (app/tabs/race.py maps the
+    controls to them, app/tabs/api.py its parameters); :func:`parse_request` checks
+    it into a :class:`Request`. None leaves a field at its default."""
+
+    prompt: object = None
+    max_new_tokens: object = 64
+    temperature: object = 0.0
+    top_p: object = 1.0
+    seed: object = 0
+    tree_depth: object = DEVICE_TREE.depth
+    tree_top_k: object = DEVICE_TREE.serial_top_k
+    tree_nodes: object = DEVICE_TREE.total_tokens
+    drafter: object = "gumiho"
+    target: object = ""
+    drafter_path: object = ""
+    tree_cost_aware: object = None  # None: DEVICE_TREE's
+    copy_from_context: object = None  # None: COPY_DEFAULT
+    target_weights: object = None  # RACE_WEIGHTS, or None / "" for the default (float32)
+    tree_shape: object = None  # RACE_SHAPES; None: SIZED_SHAPE
+
+
+@dataclass
 class Request:
+    """A checked race (or walkthrough): what the run needs, under the form's names."""
+
     prompt: str
     settings: GenerationSettings
-    drafter_kind: str = "gumiho"
-    target_id: str = ""
+    drafter: str = "gumiho"  # a drafter kind (gumiho.drafter.DRAFTER_KINDS)
+    target: str = ""  # a hub id, a folder or a registry name; "" for the default model
     drafter_path: str = ""
-    copy: bool = False  # the copy proposer drafts beside the drafter
-    weights: str = ""  # RACE_WEIGHTS, or "" for the default (float32)
+    copy_from_context: bool = False  # the copy proposer drafts beside the drafter
+    target_weights: str = ""  # RACE_WEIGHTS, or "" for the default (float32)
 
 
 def _number(value, name: str, what: str) -> float:
@@ -182,58 +209,67 @@ def check_pair(target_id: str, drafter_path: str) -> None:
                       f"drafter box empty.")
 
 
-def parse_request(prompt, max_new_tokens, temperature, top_p, seed, depth, top_k, budget,
-                  drafter_kind="gumiho", target_id="", drafter_path="",
-                  max_tokens_cap: Optional[int] = None, cost_aware=None, access: Optional[Access] = None,
-                  copy=None, shape=None, weights=None) -> Request:
-    """``shape``: SIZED_SHAPE (or None), the tree the controls give; PAPER_SHAPE, the
-    paper's tree, whatever the tree controls say (they are then neither used nor checked)."""
-    cap = max_tokens_cap or MAX_NEW_TOKENS
-    shape = text_field(shape, "The tree", f"one of {', '.join(RACE_SHAPES)}") or SIZED_SHAPE
-    if shape not in RACE_SHAPES:
-        raise GumihoError(f"Unknown tree {shape[:40]!r}; choose one of {', '.join(RACE_SHAPES)}.")
+def _tree(form: RaceForm, shape: str) -> TreeSettings:
+    """The race's tree: the form's controls (sized for this machine), or the paper's
+    whatever they say (they are then neither used nor checked)."""
     if shape == PAPER_SHAPE:
-        depth, top_k, budget, cost_aware = (PAPER_TREE_SETTINGS.depth, PAPER_TREE_SETTINGS.top_k,
-                                            PAPER_TREE_SETTINGS.total_tokens, False)
-    prompt = check_prompt(prompt)
-    n = whole(max_new_tokens, "Max new tokens", 1, cap, f"a whole number from 1 to {cap} in this demo")
-    temp = real(temperature, "Temperature", 0.0, MAX_TEMPERATURE, f"between 0 and {MAX_TEMPERATURE:g} (0 = greedy)")
-    p = real(top_p, "Top-p", 0.0, 1.0, "above 0 and at most 1", lo_open=True)
-    s = whole(0 if seed in (None, "") else seed, "Seed", 0, 2**31 - 1, "a whole number from 0 to 2147483647")
-    tree = TreeSettings(
-        total_tokens=whole(budget, "Tree node budget", 1, MAX_TREE_NODES),
-        depth=whole(depth, "Tree depth", 1, MAX_TREE_DEPTH),
-        top_k=whole(top_k, "Tree top-k", 1, MAX_TREE_TOP_K),
+        return PAPER_TREE_SETTINGS
+    return TreeSettings(
+        total_tokens=whole(form.tree_nodes, "Tree node budget", 1, MAX_TREE_NODES),
+        depth=whole(form.tree_depth, "Tree depth", 1, MAX_TREE_DEPTH),
+        serial_top_k=whole(form.tree_top_k, "Tree top-k", 1, MAX_TREE_TOP_K),
         mlp_top_k=DEVICE_TREE.mlp_top_k, mlp_keep=DEVICE_TREE.mlp_keep, full_tree=DEVICE_TREE.full_tree,
         full_tree_tokens=DEVICE_TREE.full_tree_tokens,
-        cost_aware=flag(cost_aware, "Size trees by measured cost", DEVICE_TREE.cost_aware),
+        cost_aware=flag(form.tree_cost_aware, "Size trees by measured cost", DEVICE_TREE.cost_aware),
     )
-    kind = text_field(drafter_kind, "The drafter", f"one of {', '.join(DRAFTER_KINDS)}") or "gumiho"
+
+
+def _models(form: RaceForm, access: Optional[Access]) -> tuple[str, str, str]:
+    """(drafter kind, target, drafter path), checked, with a registry name resolved
+    to the pair it stands for (gumiho.registry)."""
+    kind = text_field(form.drafter, "The drafter", f"one of {', '.join(DRAFTER_KINDS)}") or "gumiho"
     kind = {v: k for k, v in DRAFTER_LABELS.items()}.get(kind, kind)
     if kind not in DRAFTER_KINDS:
-        raise GumihoError(f"Unknown drafter {str(drafter_kind)[:40]!r}; choose one of {', '.join(DRAFTER_KINDS)}.")
-    target_id = text_field(target_id, "The target model", "a hub id like 'org/name' or a folder path")
-    drafter_path = text_field(drafter_path, "The drafter path", "a folder path")
-    if len(target_id) > 300 or "\n" in target_id:
+        raise GumihoError(f"Unknown drafter {str(form.drafter)[:40]!r}; choose one of {', '.join(DRAFTER_KINDS)}.")
+    target = text_field(form.target, "The target model", "a hub id like 'org/name' or a folder path")
+    drafter_path = text_field(form.drafter_path, "The drafter path", "a folder path")
+    if len(target) > 300 or "\n" in target:
         raise GumihoError("The model id or path is too long or has a line break; give a hub id like 'org/name' "
                           "or a folder path.")
     if len(drafter_path) > 500 or "\n" in drafter_path:
         raise GumihoError("The drafter path is too long or has a line break; give a folder path.")
     if access is not None:  # a public deployment: only what its operator allows (see app.access)
-        access.check_target(target_id)
+        access.check_target(target)
         access.check_drafter(drafter_path)
-    # A registry name stands for its target and drafter (gumiho.registry).
-    pair = registry.get(target_id) if target_id else None
+    pair = registry.get(target) if target else None
     if pair is not None and pair.official:
-        target_id, drafter_path = pair.target, drafter_path or pair.drafter
+        target, drafter_path = pair.target, drafter_path or pair.drafter
     elif pair is not None:
-        target_id, kind = "", pair.drafter
-    check_pair(target_id, drafter_path)
-    if shape == PAPER_SHAPE:
-        tree = PAPER_TREE_SETTINGS
+        target, kind = "", pair.drafter
+    check_pair(target, drafter_path)
+    return kind, target, drafter_path
+
+
+def parse_request(form: RaceForm, access: Optional[Access] = None, max_tokens_cap: Optional[int] = None) -> Request:
+    """``form`` checked: every problem a GumihoError that says what to give instead.
+    ``access``: a public deployment's list of models; ``max_tokens_cap``: the most new
+    tokens (default: the demo's MAX_NEW_TOKENS)."""
+    cap = max_tokens_cap or MAX_NEW_TOKENS
+    shape = text_field(form.tree_shape, "The tree", f"one of {', '.join(RACE_SHAPES)}") or SIZED_SHAPE
+    if shape not in RACE_SHAPES:
+        raise GumihoError(f"Unknown tree {shape[:40]!r}; choose one of {', '.join(RACE_SHAPES)}.")
+    prompt = check_prompt(form.prompt)
+    n = whole(form.max_new_tokens, "Max new tokens", 1, cap, f"a whole number from 1 to {cap} in this demo")
+    temp = real(form.temperature, "Temperature", 0.0, MAX_TEMPERATURE,
+                f"between 0 and {MAX_TEMPERATURE:g} (0 = greedy)")
+    p = real(form.top_p, "Top-p", 0.0, 1.0, "above 0 and at most 1", lo_open=True)
+    seed = 0 if form.seed in (None, "") else form.seed
+    s = whole(seed, "Seed", 0, 2**31 - 1, "a whole number from 0 to 2147483647")
+    tree = _tree(form, shape)
+    kind, target, drafter_path = _models(form, access)
     settings = GenerationSettings(max_new_tokens=n, temperature=temp, top_p=p, seed=s, tree=tree).validate()
-    copying = flag(copy, "Copy from the context", COPY_DEFAULT)
-    weights = text_field(weights, "The target weights", f"one of {', '.join(RACE_WEIGHTS)}")
+    copying = flag(form.copy_from_context, "Copy from the context", COPY_DEFAULT)
+    weights = text_field(form.target_weights, "The target weights", f"one of {', '.join(RACE_WEIGHTS)}")
     if weights and weights not in RACE_WEIGHTS:
         raise GumihoError(f"Unknown target weights {weights[:40]!r}; choose one of {', '.join(RACE_WEIGHTS)}.")
-    return Request(prompt, settings, kind, target_id, drafter_path, copying, weights)
+    return Request(prompt, settings, kind, target, drafter_path, copying, weights)

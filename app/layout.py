@@ -22,11 +22,11 @@ from .tabs.walkthrough import add_walk_tab
 # Reached as app.layout.<name> by the tests and by callers from before the page had
 # parts: the error path, the autoplay button's words, the /race work, and the model
 # work the page runs (a ZeroGPU Space must see it wrapped for the GPU, app/gpu.py).
-from .race import compute_race  # noqa: F401
+from .race_run import compute_race  # noqa: F401
 from .tabs.api import api_race  # noqa: F401
 from .tabs.shared import fail as _fail, friendly as _friendly  # noqa: F401
 from .tabs.walkthrough import PAUSE, PLAY  # noqa: F401
-from .walkthrough import compute_walk  # noqa: F401
+from .walk_steps import compute_walk  # noqa: F401
 
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
 

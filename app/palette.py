@@ -10,6 +10,7 @@ a dotted underline (CSS), so they read without colour too. The target's own
 from __future__ import annotations
 
 import colorsys
+from gumiho.heads import HeadFamily
 
 SERIAL_HUE = 215  # blue
 MLP_HUE = 28  # orange
@@ -35,24 +36,24 @@ def _shade(rank: int, count: int, lo: float, hi: float) -> float:
 
 
 def family_hue(head: str) -> int:
-    return {"serial": SERIAL_HUE, "copy": COPY_HUE}.get(head, MLP_HUE)
+    return {HeadFamily.SERIAL: SERIAL_HUE, HeadFamily.COPY: COPY_HUE}.get(head, MLP_HUE)
 
 
 def token_background(head: str, rank: int, count: int) -> str:
     """Background of a drafted token: ``rank`` is its place inside its family
     (0 = the family's first draft position). Light enough for dark text."""
-    if head == "copy":
+    if head == HeadFamily.COPY:
         return COPY_BG
-    if head not in ("serial", "mlp"):
+    if head not in (HeadFamily.SERIAL, HeadFamily.MLP):
         return NEUTRAL_BG
     return _hsl(family_hue(head), 0.85, _shade(rank, count, 0.66, 0.90))
 
 
 def plot_colour(head: str, rank: int, count: int) -> str:
     """The same shade, deeper, for bars and tree nodes."""
-    if head == "copy":
+    if head == HeadFamily.COPY:
         return COPY_PLOT
-    if head not in ("serial", "mlp"):
+    if head not in (HeadFamily.SERIAL, HeadFamily.MLP):
         return NEUTRAL_PLOT
     return _hsl(family_hue(head), 0.75, _shade(rank, count, 0.40, 0.72))
 
@@ -69,5 +70,5 @@ def position_colour(position: int, serial_positions: int, max_depth: int, plot: 
 def family_rank(position: int, serial_positions: int, max_depth: int) -> tuple[str, int, int]:
     """(head, rank inside its family, size of the family) of draft position d."""
     if position <= serial_positions:
-        return "serial", position - 1, serial_positions
-    return "mlp", position - serial_positions - 1, max(max_depth - serial_positions, 1)
+        return HeadFamily.SERIAL, position - 1, serial_positions
+    return HeadFamily.MLP, position - serial_positions - 1, max(max_depth - serial_positions, 1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .race import TIMING
+from .race_run import TIMING
 from .render import speedup
-from .tokens import RaceResult
+from .run_views import RaceResult
 
 
 def summary(result: RaceResult, prompt: str) -> dict:

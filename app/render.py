@@ -15,7 +15,8 @@ from gumiho import metrics
 
 from . import palette
 from .heads import HEAD_LABELS, head_label
-from .tokens import DrafterLayout, RaceResult, RunRecord, StepView, TokenView
+from .run_views import DrafterLayout, RaceResult, RunRecord, StepView, TokenView
+from gumiho.heads import HeadFamily
 
 _EXTRA = {"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;", "\\": "&#92;"}
 
@@ -44,20 +45,20 @@ def visible(text: str) -> str:
 
 
 def head_name(head: str, position: int, layout: Optional[DrafterLayout]) -> str:
-    if head == "serial":
+    if head == HeadFamily.SERIAL:
         return f"{(layout or DrafterLayout()).label_of('serial')} (step {position})"
-    if head == "mlp":
+    if head == HeadFamily.MLP:
         first_mlp = (layout.serial_positions if layout else 0)
-        label = (layout or DrafterLayout()).label_of("mlp")
+        label = (layout or DrafterLayout()).label_of(HeadFamily.MLP)
         own = "" if label == HEAD_LABELS["mlp"] else f"{label}: "  # a format's own words (Medusa heads)
         return f"{own}MLP head {position - first_mlp}"
-    if head == "copy":
+    if head == HeadFamily.COPY:
         return "copied from the context (prompt or answer so far)"
-    return "target"
+    return HeadFamily.TARGET
 
 
 def token_title(tv: TokenView, layout: Optional[DrafterLayout], rejected: bool = False) -> str:
-    if tv.head == "target":
+    if tv.head == HeadFamily.TARGET:
         if layout is None:
             parts = ["target token (vanilla: one token per target forward)"]
         else:
@@ -65,7 +66,7 @@ def token_title(tv: TokenView, layout: Optional[DrafterLayout], rejected: bool =
     else:
         what = "rejected draft" if rejected else "accepted draft"
         parts = [what, f"draft position {tv.position}", head_name(tv.head, tv.position, layout)]
-        if tv.draft_prob is not None and tv.head == "copy":
+        if tv.draft_prob is not None and tv.head == HeadFamily.COPY:
             # Not a drafter's probability: the copy proposer's running share of accepted guesses.
             parts.append(f"copied guesses accepted so far {tv.draft_prob:.0%}")
         elif tv.draft_prob is not None:
@@ -80,11 +81,11 @@ def token_title(tv: TokenView, layout: Optional[DrafterLayout], rejected: bool =
 def _classes_and_style(tv: TokenView, layout: Optional[DrafterLayout]) -> tuple[str, str]:
     cls = ["tok", f"h-{tv.head}", f"p{tv.position}"]
     style = ""
-    if tv.head in ("serial", "mlp") and layout is not None:
+    if tv.head in (HeadFamily.SERIAL, HeadFamily.MLP) and layout is not None:
         head, rank, count = palette.family_rank(tv.position, layout.serial_positions, layout.max_depth)
         cls.append(f"r{rank}")
         style = f"background:{palette.token_background(head, rank, count)}"
-    elif tv.head == "copy":
+    elif tv.head == HeadFamily.COPY:
         style = f"background:{palette.COPY_BG}"
     if tv.special:
         cls.append("special")
@@ -101,7 +102,7 @@ def token_span(tv: TokenView, layout: Optional[DrafterLayout]) -> str:
 
 def ghost_span(tv: TokenView, layout: Optional[DrafterLayout]) -> str:
     cls, _ = _classes_and_style(tv, layout)
-    colour = (palette.COPY_PLOT if tv.head == "copy" else
+    colour = (palette.COPY_PLOT if tv.head == HeadFamily.COPY else
               palette.position_colour(tv.position, layout.serial_positions, layout.max_depth) if layout else "")
     style = f' style="text-decoration-color:{colour};border-color:{colour}"' if colour else ""
     return (f'<s class="ghost {cls}"{style} title="{esc(token_title(tv, layout, rejected=True))}">'
@@ -119,7 +120,7 @@ def render_steps(views: Iterable[StepView], layout: Optional[DrafterLayout], sho
     out: list[str] = []
     pending: list[str] = []  # ghost groups waiting for the end of their word
     for v in views:
-        bonus_at = sum(1 for t in v.tokens if t.head != "target")
+        bonus_at = sum(1 for t in v.tokens if t.head != HeadFamily.TARGET)
         for k, tv in enumerate(v.tokens):
             if pending and _starts_a_word_break(tv.text):
                 out.extend(pending)
@@ -159,7 +160,7 @@ def render_legend(layout: Optional[DrafterLayout]) -> str:
     for head in layout.named_heads:  # in the proposer's order, in its words
         label = head_label(head.family, head.kind)
         name = esc(label[:1].upper() + label[1:])
-        if head.family == "copy":
+        if head.family == HeadFamily.COPY:
             items.append(f'<span class="lg-group"><b>{name}</b> <span class="sw h-copy" style="background:'
                          f'{palette.COPY_BG}" title="a run of tokens found earlier in the prompt or the answer">'
                          f'copy</span></span>')
@@ -256,7 +257,7 @@ def render_result(result: Optional[RaceResult]) -> str:
     vs, gs = v.stats(), g.stats()
     by = gs.accepted_by_head
     lay = g.layout or DrafterLayout()
-    who = ("; accepted drafts: " + ", ".join(f"{lay.label_of(h)} {by[h]}" for h in ("serial", "mlp", "copy")
+    who = ("; accepted drafts: " + ", ".join(f"{lay.label_of(h)} {by[h]}" for h in (HeadFamily.SERIAL, HeadFamily.MLP, HeadFamily.COPY)
                                              if by.get(h))) if by else ""
     skipped = lay.not_drafted()
     if skipped:

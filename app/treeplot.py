@@ -10,7 +10,8 @@ from . import palette
 from .figures import Figure, _figure
 from .plotroom import labels_that_fit, node_sizes, px_per_unit
 from .render import esc_plot, visible
-from .tokens import DrafterLayout
+from .run_views import DrafterLayout
+from gumiho.heads import HeadFamily
 
 
 def tree_positions(parents: Sequence[int]) -> list[tuple[float, float]]:
@@ -51,12 +52,12 @@ NO_EDGE = "#a02020"
 def proposer(head: str, depth: int, layout: DrafterLayout) -> tuple[str, str]:
     """(tag, name) of whoever proposed a node at ``depth``: S1, S2 = the serial
     Transformer's steps, M1.. = the MLP heads, C = copied from the context."""
-    if head == "serial":
+    if head == HeadFamily.SERIAL:
         return f"S{depth}", f"serial Transformer (step {depth})"
-    if head == "mlp":
+    if head == HeadFamily.MLP:
         k = depth - layout.serial_positions
         return f"M{k}", f"MLP head {k}"
-    if head == "copy":
+    if head == HeadFamily.COPY:
         return "C", "copied from the context"
     return "", "root"
 
@@ -65,9 +66,9 @@ def head_colour(head: str, depth: int, layout: DrafterLayout, shade: str = "node
     """A node's colour, in its family and position's shade (``shade="node"``); its
     family's deepest shade, for text that must stay readable (``"text"``); or its
     family's lightest, the same for every depth, behind the columns (``"band"``)."""
-    if head == "copy":
+    if head == HeadFamily.COPY:
         return COPY_BAND if shade == "band" else palette.COPY_PLOT
-    if head not in ("serial", "mlp"):
+    if head not in (HeadFamily.SERIAL, HeadFamily.MLP):
         return "#ffffff" if shade == "band" else palette.NEUTRAL_PLOT
     family, rank, count = palette.family_rank(depth, layout.serial_positions, layout.max_depth)
     if shade == "band":
@@ -178,7 +179,7 @@ def _nodes(tokens_text, parents, depths, probs, accepted, heads, lay: DrafterLay
         colours.append(head_colour(head, d, lay) if on_path else palette.REJECTED_PLOT)
         outlines.append(palette.ACCEPT_EDGE if on_path else "#b0b0b0")
         sizes.append(18 if on_path else 12)
-        symbols.append("diamond" if head == "copy" else "circle")
+        symbols.append("diamond" if head == HeadFamily.COPY else "circle")
         label = f"<b>{esc_plot(short)}</b>" if on_path else esc_plot(short)
         if head != lay.family_at(d):
             label += f" <i>{tag}</i>"
@@ -190,7 +191,7 @@ def _nodes(tokens_text, parents, depths, probs, accepted, heads, lay: DrafterLay
             verdict = f"rejected: the target chose {esc_plot(choice_at.get(d, '?'))} here"
         else:
             verdict = "discarded: its branch leaves the accepted path"
-        prob = "copied: no draft probability" if head == "copy" else f"draft prob {probs[i]:.3f}"
+        prob = "copied: no draft probability" if head == HeadFamily.COPY else f"draft prob {probs[i]:.3f}"
         hovers.append(f"{esc_plot(text)}<br>depth {d} · {who}{extra}<br>{prob}<br>{verdict}")
     return {"type": "scatter", "mode": "markers+text", "x": xs, "y": ys, "text": labels,
             "textposition": "middle right", "textfont": {"size": 11}, "hovertext": hovers,
@@ -249,7 +250,7 @@ def _column_heads(heads: Sequence[str], depths: Sequence[int], lay: DrafterLayou
         parts = []
         for h in present.get(d) or [lay.family_at(d)]:
             tag, who = proposer(h, d, lay)
-            short = {"serial": f"serial step {d}", "copy": "copy"}.get(h, who)
+            short = {HeadFamily.SERIAL: f"serial step {d}", HeadFamily.COPY: HeadFamily.COPY}.get(h, who)
             parts.append(f'<span style="color:{head_colour(h, d, lay, shade="text")}"><b>{tag}</b> {short}</span>')
         out.append("<br>".join(parts))
     return out
@@ -259,7 +260,7 @@ def _families_title(lay: DrafterLayout, max_x: int) -> str:
     """The x axis's title: depth, and which family of heads the colours stand for."""
     families = []
     if lay.serial_positions >= 1:
-        families.append(f'<span style="color:{palette.plot_colour("serial", 0, 1)}">blue: serial Transformer</span>')
+        families.append(f'<span style="color:{palette.plot_colour(HeadFamily.SERIAL, 0, 1)}">blue: serial Transformer</span>')
     if lay.max_depth > lay.serial_positions and max_x > lay.serial_positions:
-        families.append(f'<span style="color:{palette.plot_colour("mlp", 0, 1)}">orange: parallel MLP heads</span>')
+        families.append(f'<span style="color:{palette.plot_colour(HeadFamily.MLP, 0, 1)}">orange: parallel MLP heads</span>')
     return "depth = draft position · " + " · ".join(families) if families else "depth = draft position"

@@ -27,7 +27,7 @@ done
   --candidates q4_1,q4_0,iq4_nl,q8_0 --out benchmarks/layouts/exactness.json
 [[ -f benchmarks/layouts/runtime_step.txt ]] || PYTHONPATH=. "$PY" research/runtime_step.py \
   --prompts benchmarks/prompts/mt_bench.jsonl --limit 4 > benchmarks/layouts/runtime_step.txt
-# The drafter's 4-bit products against its bfloat16 ones (gumiho.int4linear), paired prompt by prompt,
+# The drafter's 4-bit products against its bfloat16 ones (gumiho.kernels.int4linear), paired prompt by prompt,
 # and each precision's own engine-benchmark run on the llama.cpp runtime (needs AVX512-BF16).
 [[ -f benchmarks/int4_drafter/paired.txt ]] || PYTHONPATH=. "$PY" research/int4_drafter.py --limit 10 \
   > benchmarks/int4_drafter/paired.txt

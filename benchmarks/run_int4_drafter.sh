@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The drafter's 4-bit products (gumiho.int4linear) against its bfloat16 products: the
+# The drafter's 4-bit products (gumiho.kernels.int4linear) against its bfloat16 products: the
 # engine benchmark's llama.cpp rows on both 4-bit files, and the torch runtime's CPU
 # tree (where the drafter's deeper positions, MLP heads included, are drafted), with
 # each drafter precision in its own run against that run's vanilla. Records in

@@ -3,6 +3,7 @@ that keeps the output exactly the target's, and the statistics to show it."""
 from .decode import GenerationResult, GenerationSettings, generate, stream
 from .drafter import Drafter, DrafterConfig
 from .errors import GumihoError
+from .heads import HeadFamily
 from .events import EmittedToken, RejectedToken, StepEvent
 from .metrics import GenerationStats, summarize
 from .loading import DEFAULT_TARGET, load_drafter, load_target, prepare_target, shipped_drafter_path
@@ -12,7 +13,7 @@ from .tree import DraftTree, TreeSettings
 
 __all__ = [
     "Budget", "Head", "Proposer", "Verified", "as_proposer", "CopyDrafter", "CopySettings", "Drafter", "DrafterConfig", "DraftTree", "EmittedToken", "GenerationResult",
-    "GenerationSettings", "GenerationStats", "GumihoError", "RejectedToken", "StepEvent", "Target", "TreeSettings",
+    "GenerationSettings", "GenerationStats", "GumihoError", "HeadFamily", "RejectedToken", "StepEvent", "Target", "TreeSettings",
     "DEFAULT_TARGET", "generate", "load_drafter", "load_target", "prepare_target", "shipped_drafter_path", "stream",
     "summarize", "with_copy",
 ]

@@ -4,7 +4,7 @@
     prefill(run)                  -> KV cache, the target's states, first token      (step 0)
     repeat:
         tree        = draft(run, root)          the proposer's tree below the last token
-        states, logits = verify(run, tree)      one target forward over the whole tree
+        out = verify(run, tree)                 one target forward over the whole tree
         acc         = accept(run, tree, logits) the accepted path and the bonus token
         tokens      = commit(run, tree, acc, states)
                       the cache keeps the root and the accepted path; the proposer
@@ -33,9 +33,11 @@ from .events import EmittedToken, RejectedToken, StepEvent
 from .metrics import GenerationStats, summarize
 from .target import Target
 from .proposers import Budget, Proposer, ProposerSession, Verified, as_proposer
+from .runtimes.base import Forward
 from .tree import DraftTree, TreeSettings
 from .verifycost import VerifyCost, tokens_needed, verify_cost_for
 from .verify import Acceptance, accept_greedy, accept_sampling, process_logits, sample_token
+from .heads import HeadFamily
 
 MAX_NEW_TOKENS_LIMIT = 1_000_000
 MAX_SEED = 2**64 - 1  # what torch.Generator.manual_seed takes
@@ -235,15 +237,15 @@ def prefill(run: Run) -> StepEvent:
     run.t0 = time.perf_counter()
     run.session = run.proposer.start(run.prompt_ids)
     run.cache = run.target.new_cache()
-    states, logits = run.target.forward(run.prompt_ids, 0, run.cache, last_logits_only=True,
-                                        feature_layers=run.proposer.feature_layers)
-    first = choose(run, logits[-1])
+    out = run.target.forward(run.prompt_ids, 0, run.cache, last_logits_only=True,
+                             feature_layers=run.proposer.feature_layers)
+    first = choose(run, out.logits[-1])
     toks, reason = cut(run, [first])
     t1 = clock(run)
     run.produced += len(toks)
     if reason is None:
-        run.session.update(Verified(tokens=[first], states=states))
-    return StepEvent(step=0, emitted=[EmittedToken(first, 0, "target", None)], accepted_length=0, rejected=[],
+        run.session.update(Verified(tokens=[first], states=out.drafter_states))
+    return StepEvent(step=0, emitted=[EmittedToken(first, 0, HeadFamily.TARGET, None)], accepted_length=0, rejected=[],
                      drafted=0, draft_s=0.0, verify_s=t1 - run.t0, elapsed_s=t1 - run.t0, target_choices=[first],
                      finished=reason is not None, finish_reason=reason)
 
@@ -258,7 +260,7 @@ def draft(run: Run, root: int) -> DraftTree:
     return tree
 
 
-def verify(run: Run, tree: DraftTree):
+def verify(run: Run, tree: DraftTree) -> Forward:
     """One target forward over the whole tree after the cache: the states the
     proposer reads and the logits, one row per node."""
     parents = None if len(tree) == 1 else tree.parents  # the root alone is a one-token chain
@@ -294,7 +296,7 @@ def emit(run: Run, step: int, tree: DraftTree, acc: Acceptance, new_tokens: list
     heads = tree.heads
     toks, reason = cut(run, new_tokens)
     emitted = [EmittedToken(tok, tree.depths[acc.path[k]], heads[acc.path[k]], tree.probs[acc.path[k]])
-               if k < len(acc.path) else EmittedToken(tok, 0, "target", None) for k, tok in enumerate(toks)]
+               if k < len(acc.path) else EmittedToken(tok, 0, HeadFamily.TARGET, None) for k, tok in enumerate(toks)]
     stop_node = acc.path[-1] if acc.path else 0
     rejected = [RejectedToken(tree.tokens[c], tree.depths[c], heads[c], tree.probs[c])
                 for c in children[stop_node]]
@@ -329,10 +331,10 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
             ts = time.perf_counter()
             tree = draft(run, root)
             td = clock(run)
-            states, logits = verify(run, tree)
+            out = verify(run, tree)
             children = tree.children()
-            acc = accept(run, tree, logits, children)
-            new_tokens = commit(run, tree, acc, states)
+            acc = accept(run, tree, out.logits, children)
+            new_tokens = commit(run, tree, acc, out.drafter_states)
             tv = clock(run)
             event = emit(run, step, tree, acc, new_tokens, children, (ts, td, tv), keep_trees)
             yield event

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .heads import HeadFamily
 from .tree import DraftTree
 
 
@@ -12,7 +13,7 @@ from .tree import DraftTree
 class EmittedToken:
     token: int
     position: int  # draft position d (1 = first drafted token) of the head that proposed it; 0 = the target's own token
-    head: str  # "serial", "mlp", "copy" (copied from the context) or "target"
+    head: HeadFamily  # who proposed it: serial, mlp, copy (copied from the context) or the target itself
     draft_prob: Optional[float]  # drafter's probability of this token given its parent; None for target tokens
 
 
@@ -20,7 +21,7 @@ class EmittedToken:
 class RejectedToken:
     token: int
     position: int
-    head: str
+    head: HeadFamily
     draft_prob: float
 
 

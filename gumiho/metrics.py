@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterable
+from .heads import HeadFamily
 
 
 @dataclass
@@ -141,7 +142,7 @@ def summarize(steps: Iterable, depth: int = 0) -> GenerationStats:
             continue
         st.new_tokens += len(s.emitted)
         for e in s.emitted:
-            if e.head != "target":
+            if e.head != HeadFamily.TARGET:
                 st.accepted_by_head[e.head] = st.accepted_by_head.get(e.head, 0) + 1
         st.target_forwards += 1
         st.draft_s += s.draft_s

@@ -8,7 +8,7 @@ and a few well-known drafters of other projects (EAGLE-3, Medusa-1) with theirs.
     >>> drafter = r.load_drafter(target)          # then stream(..., GenerationSettings(tree=r.tree))
 
 The authors' evaluation settings (their eval scripts) map onto TreeSettings as:
-serial top-k 14 -> ``top_k=14``; 64 verified tokens including the root ->
+serial top-k 14 -> ``serial_top_k=14``; 64 verified tokens including the root ->
 ``total_tokens=63``; depth 6 in their counting (2 serial steps + 5 heads = 7 draft
 positions) -> ``depth=7``; 35 tokens per head and path -> ``mlp_top_k=35``; 35 paths
 kept per MLP depth -> ``mlp_keep=35``; Full Tree Attention on -> ``full_tree=True``
@@ -24,7 +24,7 @@ from .errors import GumihoError
 from .loading import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, load_drafter, shipped_drafter_path
 from .tree import TreeSettings
 
-OFFICIAL_TREE = dict(total_tokens=63, depth=7, top_k=14, mlp_top_k=35, mlp_keep=35, full_tree=True,
+OFFICIAL_TREE = dict(total_tokens=63, depth=7, serial_top_k=14, mlp_top_k=35, mlp_keep=35, full_tree=True,
                      full_tree_tokens=8)
 # The other projects' default tree sizes: EAGLE-3 verifies 60 tokens (root included) to
 # depth 7 from a top-10 beam; Medusa-1's Vicuna-7B tree has 63 nodes over its 5 heads.
@@ -54,7 +54,7 @@ class Pair:
                 raise GumihoError(f"The {self.drafter} drafter for {DEFAULT_TARGET_LABEL} is not installed "
                                   f"(expected assets/drafters/smollm2-135m-{self.drafter}).")
             return load_drafter(path, target)
-        return load_drafter(self.drafter, target)  # an official hub id: gumiho.official reads it
+        return load_drafter(self.drafter, target)  # an official hub id: gumiho.formats.official reads it
 
 
 def _official(short: str, target: str, label: str) -> Pair:

@@ -47,7 +47,9 @@ class Target:
     _torch_view: Optional["Target"] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
-        self.runtime = self.runtime or TorchRuntime(self.model, self.device, self.dtype)
+        # (A target without a model runs nothing: a description of one, for settings.)
+        self.runtime = self.runtime or (TorchRuntime.for_model(self.model, self.device, self.dtype)
+                                        if self.model is not None else TorchRuntime(None, self.device, self.dtype))
 
     def new_cache(self):
         """An empty KV cache for this target's forwards."""
@@ -59,6 +61,14 @@ class Target:
         runs there. The view shares the model and tokenizer, so it costs no memory; it
         keeps its own verify-cost measurement. Nothing moves a generation there unasked."""
         return self._torch_view or self
+
+    @property
+    def runtime_model(self) -> torch.nn.Module:
+        """The model as the torch runtime runs it: a view of :attr:`model` over the same
+        weights, frozen, packed on a CPU (gumiho.runtimes.pytorch.runtime_view), for
+        work that runs the model's own forwards and wants them fast (batched
+        generation, hidden states). :attr:`model` is as the caller gave it."""
+        return self.torch_view().runtime.model
 
     @property
     def config(self):
@@ -88,10 +98,10 @@ class Target:
                 last_logits_only: bool = False, feature_layers: Optional[tuple] = None):
         """One target forward on this target's runtime (see gumiho.runtimes.base.Runtime.forward):
         ``tokens`` after ``past`` cached ones, a chain or (with ``parents``) a draft
-        tree. Returns the final-norm states [T, H] and the logits [T, V], or with
-        ``last_logits_only`` the last row's [1, V]: the prompt's prefill needs only that
-        row, and the LM head over a whole prompt is about 15% of a long prefill on a CPU.
-        ``feature_layers``: a fused drafter's layers, whose states come back instead."""
+        tree. Returns a Forward: the final-norm states [T, H] and the logits [T, V], or
+        with ``last_logits_only`` the last row's [1, V] (the prompt's prefill needs only
+        that row, and the LM head over a whole prompt is about 15% of a long prefill on a
+        CPU); with ``feature_layers`` (a fused drafter's) also those layers' states."""
         return self.runtime.forward(tokens, past, cache, parents, last_logits_only, feature_layers)
 
     def keep(self, cache, past: int, kept: list[int]) -> None:

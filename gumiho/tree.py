@@ -17,7 +17,7 @@ node's own path, all paths at once.
 """
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import math
@@ -25,14 +25,14 @@ import math
 import torch
 
 from .errors import GumihoError
+from .heads import HeadFamily
 
 
 @dataclass
 class TreeSettings:
     """How big a tree to draft. ``total_tokens`` counts drafted nodes (the root is
     extra); ``depth`` caps the path length; ``serial_top_k`` is the branching of the
-    serial steps (``top_k`` is its older name, still taken: it is not the sampling
-    top-k of GenerationSettings); the MLP depths keep the best ``mlp_keep`` paths, each extended by its
+    serial steps (not the sampling top-k of GenerationSettings); the MLP depths keep the best ``mlp_keep`` paths, each extended by its
     ``mlp_top_k`` best tokens. ``full_tree`` (the paper's Full Tree Attention idea,
     made exact here): paths that stop short of the full depth are extended by the MLP
     heads' top-1 guesses for the remaining positions, which costs no drafting at all,
@@ -51,11 +51,6 @@ class TreeSettings:
     full_tree: bool = True
     full_tree_tokens: int = 4
     cost_aware: bool = False
-    top_k: InitVar[Optional[int]] = None  # the older name of serial_top_k
-
-    def __post_init__(self, top_k):
-        if top_k is not None:
-            self.serial_top_k = top_k
 
     def validate(self):
         for name in ("total_tokens", "depth", "serial_top_k", "mlp_top_k", "mlp_keep"):
@@ -102,11 +97,6 @@ class TreeSettings:
         runtime's own where it does not (gumiho.runtimes.llamacpp)."""
         return target.runtime.default_tree(target.device)
 
-
-# ``settings.top_k`` reads and sets serial_top_k, as before the rename. Set after the
-# class is made: the generated __init__ already holds the InitVar's default.
-TreeSettings.top_k = property(lambda self: self.serial_top_k,
-                              lambda self, value: setattr(self, "serial_top_k", value))
 
 
 @dataclass
@@ -228,10 +218,6 @@ def select_nodes(scores: list[float], parents: list[int], budget: int) -> list[i
     return sorted(chosen)
 
 
-def paths_by_leaf(tree: DraftTree) -> list[list[int]]:
-    """Every root-to-leaf path (node indices, root included), for display and tests."""
-    children = tree.children()
-    return [[0] + tree.path_to(i) for i in range(len(tree)) if not children[i]]
 
 
 def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths, cand_probs, cand_scores,
@@ -248,7 +234,7 @@ def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths
     new_index = {old: k + 1 for k, old in enumerate(keep)}
     tree = DraftTree.root_only(root_token)
     if head_at is not None:
-        tree.heads = ["target"]
+        tree.heads = [HeadFamily.TARGET]
     for old in keep:
         p = cand_parents[old]
         tree.tokens.append(int(cand_tokens[old]))
@@ -324,7 +310,7 @@ def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None
             out.full_tree.append(False)
             out.copied.append(True)
             if out.heads:
-                out.heads.append("copy")
+                out.heads.append(HeadFamily.COPY)
             nxt = len(out) - 1
             children[(node, tok)] = nxt
         node = nxt

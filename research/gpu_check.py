@@ -1,5 +1,5 @@
 """The app's GPU path, measured before a Space pays for it: on a machine with a CUDA
-GPU, the app's own race and walkthrough (app.race.compute_race, app.walkthrough.
+GPU, the app's own race and walkthrough (app.race_run.compute_race, app.walk_steps.
 compute_walk, through a ModelHub as the server builds it) with the paper's tree, on
 the default model and its shipped Gumiho drafter.
 
@@ -62,9 +62,9 @@ def main(argv=None) -> int:
         return 2
     from app import gpu
     from app.hub import ModelHub
-    from app.inputs import PAPER_SHAPE, parse_request
-    from app.race import compute_race
-    from app.walkthrough import compute_walk, walk_request
+    from app.inputs import PAPER_SHAPE, RaceForm, parse_request
+    from app.race_run import compute_race
+    from app.walk_steps import compute_walk, walk_request
     from gumiho import GenerationSettings, stream
     from gumiho.loading import load_target
 
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
               "max_new_tokens": args.max_new_tokens, "races": [], "walks": [], "syncs": {}}
     failed = False
     for prompt in PROMPTS[:args.prompts]:
-        req = parse_request(prompt, args.max_new_tokens, 0.0, 1.0, 0, 7, 10, 63, shape=PAPER_SHAPE)
+        req = parse_request(RaceForm(prompt, args.max_new_tokens, 0.0, 1.0, 0, 7, 10, 63, tree_shape=PAPER_SHAPE))
         res = hub.submit(lambda: compute_race(hub, req, threading.Event())).result()
         v, g = res.vanilla.stats(), res.gumiho.stats()
         same = [t for e in res.vanilla.events for t in e.tokens] == [t for e in res.gumiho.events for t in e.tokens]
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
                                 "acceptance_by_position": [round(x, 3) for x in g.acceptance_by_position(7)],
                                 "tree_nodes": req.settings.tree.total_tokens})
         print(json.dumps(record["races"][-1]), flush=True)
-        wreq = walk_request(prompt, min(args.max_new_tokens, 48), "paper", 7, 10, 63)
+        wreq = walk_request(RaceForm(prompt, min(args.max_new_tokens, 48), tree_depth=7, tree_top_k=10, tree_nodes=63), "paper")
         walk = hub.submit(lambda: compute_walk(hub, wreq, threading.Event())).result()
         record["walks"].append({"prompt": prompt, "verify_steps": len(walk.steps),
                                 "heads": sorted({h for s in walk.steps for h in s.heads} - {"root"})})
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     target = hub.default
     drafter = hub.resolve("", "gumiho", "").drafter
     ids = target.encode(PROMPTS[0])
-    tree = parse_request(PROMPTS[0], 8, 0.0, 1.0, 0, 7, 10, 63, shape=PAPER_SHAPE).settings.tree
+    tree = parse_request(RaceForm(PROMPTS[0], 8, 0.0, 1.0, 0, 7, 10, 63, tree_shape=PAPER_SHAPE)).settings.tree
     for name, d in (("vanilla", None), ("gumiho", drafter)):
         settings = GenerationSettings(max_new_tokens=args.max_new_tokens, tree=tree)
         events, n = hub.submit(lambda: count_syncs(lambda: list(stream(target, ids, d, settings)))).result()

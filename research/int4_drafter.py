@@ -1,4 +1,4 @@
-"""The drafter's 4-bit products (gumiho.int4linear) against its bfloat16 ones, paired:
+"""The drafter's 4-bit products (gumiho.kernels.int4linear) against its bfloat16 ones, paired:
 for each prompt vanilla, the bfloat16 drafter and the 4-bit one run back to back on
 the same target, so the machine's drift falls on all three alike. On the llama.cpp
 runtime (each 4-bit file, its own tree: a chain of one, with copying as the race

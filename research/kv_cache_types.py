@@ -24,12 +24,12 @@ def measure(target, ids: list[int], n: int) -> dict:
     t0 = time.perf_counter()
     target.forward(ids[:n], 0, cache, last_logits_only=True)
     prefill = time.perf_counter() - t0
-    _, tree_logits = target.forward(ids[n:n + 3], n, cache, parents=[-1, 0, 0])
+    tree_logits = target.forward(ids[n:n + 3], n, cache, parents=[-1, 0, 0]).logits
     target.keep(cache, n, [])
     one = []
     for k in range(8):
         t0 = time.perf_counter()
-        _, lg = target.forward([ids[n + k]], n + k, cache)
+        lg = target.forward([ids[n + k]], n + k, cache).logits
         one.append(time.perf_counter() - t0)
         if k == 0:
             same = torch.equal(lg[0], tree_logits[0])

@@ -1,6 +1,6 @@
 """Benchmark: the app's race under a load that starts halfway through it.
 
-For each timing scheme of app.race (sequential: vanilla alone, then Gumiho
+For each timing scheme of app.race_run (sequential: vanilla alone, then Gumiho
 alone; alternating: both advanced in turn, balanced by tokens, each on its own
 clock), the same race of the default model and its shipped Gumiho drafter runs
 twice: on a quiet machine, and with a CPU hog (``--hog-procs`` processes
@@ -19,7 +19,7 @@ within 15% of 1.
     python research/race_under_load.py --repeats 3 --hog-procs 2 --out race_under_load.json
 
 The machine may be shared: other work shows up as noise in both runs. The races
-go through the app's own code (app.race.compute_race on the model thread of an
+go through the app's own code (app.race_run.compute_race on the model thread of an
 app.hub.ModelHub), with the app's default tree for this device.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ import threading
 import time
 
 from gumiho.app.hub import ModelHub
-from gumiho.app.inputs import DEVICE_TREE, parse_request
+from gumiho.app.inputs import DEVICE_TREE, RaceForm, parse_request
 from gumiho.app.race import SCHEMES, Progress, compute_race
 from gumiho.app.render import speedup
 from gumiho import shipped_drafter_path
@@ -121,10 +121,9 @@ def main(argv=None) -> int:
     if not hub.ready:
         print(f"the default model did not load: {hub.error}", file=sys.stderr)
         return 1
-    req = parse_request(args.prompt, args.max_new_tokens, 0.0, 1.0, 0, DEVICE_TREE.depth, DEVICE_TREE.top_k,
-                        DEVICE_TREE.total_tokens, "gumiho")
+    req = parse_request(RaceForm(args.prompt, args.max_new_tokens, 0.0, 1.0, 0, DEVICE_TREE.depth, DEVICE_TREE.serial_top_k, DEVICE_TREE.total_tokens, "gumiho"))
     print(f"{hub.default.name} with {hub.resolve().drafter_label} loaded in {time.perf_counter() - t0:.0f} s; "
-          f"{args.max_new_tokens} new tokens, tree depth {DEVICE_TREE.depth} top-k {DEVICE_TREE.top_k} "
+          f"{args.max_new_tokens} new tokens, tree depth {DEVICE_TREE.depth} top-k {DEVICE_TREE.serial_top_k} "
           f"nodes {DEVICE_TREE.total_tokens}, hog of {args.hog_procs} process(es)", flush=True)
     one_race(hub, req, "alternating")  # untimed: one-time costs (a cost-aware tree's measurement, allocations)
 
@@ -164,7 +163,7 @@ def main(argv=None) -> int:
         with open(args.out, "w") as f:
             json.dump({"model": hub.default.name, "prompt": args.prompt, "max_new_tokens": args.max_new_tokens,
                        "hog_procs": args.hog_procs, "repeats": args.repeats,
-                       "tree": {"depth": DEVICE_TREE.depth, "top_k": DEVICE_TREE.top_k,
+                       "tree": {"depth": DEVICE_TREE.depth, "top_k": DEVICE_TREE.serial_top_k,
                                 "total_tokens": DEVICE_TREE.total_tokens, "cost_aware": DEVICE_TREE.cost_aware},
                        "summary": rows, "runs": runs}, f, indent=2)
     return 0

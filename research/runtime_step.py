@@ -1,7 +1,7 @@
 """Where a speculative step's time goes on the llama.cpp runtime: the drafter's share
 beside the target's verify forward, for chains of 1-3 drafted tokens, on each 4-bit
 file (gumiho.runtimes.layouts), against a vanilla step; with the drafter in bfloat16
-and with its 4-bit products (gumiho.int4linear, the default beside this runtime where
+and with its 4-bit products (gumiho.kernels.int4linear, the default beside this runtime where
 the CPU takes them), interleaved prompt by prompt.
 
     python research/runtime_step.py --prompts benchmarks/prompts/mt_bench.jsonl --limit 4

@@ -143,7 +143,7 @@ def runtime_questions(text: str) -> list[str]:
 def test_nothing_outside_the_runtimes_asks_which_runtime_it_has():
     """The runtime is a seam (gumiho/runtimes): the decode loop, the bench and the app
     call its interface; its name is only shown, never branched on. Loading makes one
-    (gumiho/loading/runtime.py chooses them by name, gumiho/loading/target.py constructs them), which is not asking."""
+    (gumiho/loading/runtime.py chooses them by name, gumiho/loading/targets.py constructs them), which is not asking."""
     root = Path(__file__).resolve().parents[1]
     found = {}
     for path in list((root / "gumiho").rglob("*.py")) + list((root / "app").rglob("*.py")):

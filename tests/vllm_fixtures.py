@@ -1,4 +1,4 @@
-"""Fixtures the vLLM tests share (tests/runtimes/test_vllm_serving.py, tests/formats/test_vllm_gumiho.py):
+"""Fixtures the vLLM tests share (tests/serving/test_vllm_env.py, tests/serving/test_vllm_plugin.py):
 the vLLM environment, and the default target as `python -m gumiho.export target` writes
 it. Imported by name into each test module, so each module has its own (module scope)."""
 import pytest

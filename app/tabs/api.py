@@ -9,10 +9,10 @@ import threading
 import gradio as gr
 
 from ..hub import ModelHub
-from ..inputs import COPY_DEFAULT, DEVICE_TREE, parse_request
-from ..race import compute_race, on_model_thread, until_ready
+from ..inputs import COPY_DEFAULT, DEVICE_TREE, RaceForm, parse_request
+from ..race_run import compute_race, on_model_thread, until_ready
 from ..race_summary import error_summary, summary, walk_summary
-from ..walkthrough import PAPER_TREE, compute_walk, walk_request
+from ..walk_steps import PAPER_TREE, compute_walk, walk_request
 from .shared import GENERATE, friendly
 
 
@@ -24,7 +24,7 @@ def add_api(hub: ModelHub) -> dict:
     # A function of its own, not a bound one: Gradio reads the endpoint's parameters,
     # their types and defaults, and its description from this signature and docstring.
     async def race_api(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
-                       seed: int = 0, tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.top_k,
+                       seed: int = 0, tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.serial_top_k,
                        tree_nodes: int = DEVICE_TREE.total_tokens, drafter: str = "gumiho", target: str = "",
                        drafter_path: str = "", tree_cost_aware: bool = DEVICE_TREE.cost_aware,
                        copy_from_context: bool = COPY_DEFAULT, target_weights: str = "") -> dict:
@@ -37,9 +37,9 @@ def add_api(hub: ModelHub) -> dict:
         model's 4-bit file in llama.cpp, "float32" (and "", the default) its dequantised weights in PyTorch, where
         the whole hybrid drafter pays; the answer's runtime and weights say which ran, and its fastest gives vanilla
         on the 4-bit file, timed alone after the race, when the race ran float32."""
-        return await api_race(hub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k,
-                              tree_nodes, drafter, target, drafter_path, tree_cost_aware, copy_from_context,
-                              target_weights)
+        form = RaceForm(prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes, drafter,
+                        target, drafter_path, tree_cost_aware, copy_from_context, target_weights)
+        return await api_race(hub, form)
 
     # No concurrency limit of Gradio's: the model thread is the queue, and it refuses
     # work beyond its bound with "The server is busy" (app/tabs/shared.py says why).
@@ -52,8 +52,7 @@ def add_api(hub: ModelHub) -> dict:
         (text, parent, depth, the head that proposed it, its draft probability), the accepted path, the
         target's own choice at each depth, and the text."""
         try:
-            req = walk_request(prompt, max_new_tokens, tree, DEVICE_TREE.depth, DEVICE_TREE.top_k,
-                               DEVICE_TREE.total_tokens, drafter, access=hub.access)
+            req = walk_request(RaceForm(prompt, max_new_tokens, drafter=drafter), tree, hub.access)
             await until_ready(hub)
             stop = threading.Event()
             return walk_summary(await on_model_thread(lambda: compute_walk(hub, req, stop), hub.submit, stop), prompt)
@@ -66,18 +65,15 @@ def add_api(hub: ModelHub) -> dict:
             for fn in (race_api, walkthrough_api)}
 
 
-async def api_race(hub: ModelHub, prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,
-                   drafter, target, drafter_path, tree_cost_aware, copy_from_context=None, target_weights=None) -> dict:
+async def api_race(hub: ModelHub, form: RaceForm) -> dict:
     """The /race endpoint's work. Async so that a client's cancel reaches it (an
     asyncio cancellation at the await), and with it the model thread: the job leaves
     its queue, or the running generation stops at its next step."""
     try:
-        req = parse_request(prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes,
-                            drafter, target, drafter_path, cost_aware=tree_cost_aware, access=hub.access,
-                            copy=copy_from_context, weights=target_weights)
-        if not req.target_id:
+        req = parse_request(form, hub.access)
+        if not req.target:
             await until_ready(hub)
         stop = threading.Event()
-        return summary(await on_model_thread(lambda: compute_race(hub, req, stop), hub.submit, stop), prompt)
+        return summary(await on_model_thread(lambda: compute_race(hub, req, stop), hub.submit, stop), form.prompt)
     except Exception as e:
-        return error_summary(friendly(e), prompt)
+        return error_summary(friendly(e), form.prompt)

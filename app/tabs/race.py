@@ -2,28 +2,28 @@
 by side, every token coloured by the head that drafted it, and the live figures.
 
 A run is a chain of four events: :func:`start_race` checks the request,
-:func:`race_compute` times both decoders on the model thread (app/race.py),
+:func:`race_compute` times both decoders on the model thread (app/race_run.py),
 :func:`race_replay` replays the two columns with their recorded timestamps, and
 :func:`end_race` restores the buttons.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Optional
 
 import gradio as gr
 
 from gumiho import CopySettings
 
-from .. import figures
 from ..hub import ModelHub
 from ..inputs import COPY_DEFAULT, DEVICE_TREE, MAX_NEW_TOKENS, MAX_TREE_DEPTH, MAX_TREE_NODES, MAX_TREE_TOP_K, \
-    PAPER_SHAPE, SIZED_SHAPE, parse_request
-from ..race import RUNS, TIMING_NOTE, Control, Progress, compute_race, in_background, replay_frames, until_ready
+    PAPER_SHAPE, SIZED_SHAPE, RaceForm, parse_request
+from ..race_plots import RACE_PLOTS, PlotFrame
+from ..race_run import RUNS, TIMING_NOTE, Control, Progress, compute_race, in_background, replay_frames, until_ready
 from ..render import render_banner, render_legend, render_result, render_run, render_stats
-from ..tokens import DrafterLayout, RaceResult
+from ..run_views import DrafterLayout, RaceResult
 from .race_settings import TREE_SHAPES, advanced_note, paper_tree_note, weights_choices, weights_info
-from .shared import GENERATE, Session, bound, fail, placeholder
+from .shared import GENERATE, Session, bound, fail, placeholder, wire
 
 METRICS = """
 **The numbers, exactly.** *tau* = new tokens / target forward passes (the prompt's prefill counts as one
@@ -36,26 +36,28 @@ in this process.
 
 @dataclass
 class RaceTab:
-    """The tab's components. The walkthrough reads the settings (drafter, tree, other
-    model, copying) from here, and the status poll enables Run and refreshes the menu."""
+    """The tab's components. The controls of the race's form carry the names of
+    :class:`~app.inputs.RaceForm`'s fields (:meth:`form_controls`); the walkthrough reads
+    the drafter and tree settings from here, and the status poll enables Run and
+    refreshes the menu."""
 
     prompt: gr.Textbox
     run_btn: gr.Button
     paper_btn: gr.Button  # the race with the paper's tree, in one click
     stop_btn: gr.Button
-    max_new: gr.Slider
+    max_new_tokens: gr.Slider
     temperature: gr.Slider
     top_p: gr.Slider
     seed: gr.Number
-    depth: gr.Slider
-    top_k: gr.Slider
-    budget: gr.Slider
-    cost_aware: gr.Checkbox
+    tree_depth: gr.Slider
+    tree_top_k: gr.Slider
+    tree_nodes: gr.Slider
+    tree_cost_aware: gr.Checkbox
     tree_shape: gr.Radio
     drafter: gr.Dropdown
-    copy_box: gr.Checkbox
-    weights: gr.Radio
-    target_id: gr.Textbox
+    copy_from_context: gr.Checkbox
+    target_weights: gr.Radio
+    target: gr.Textbox
     drafter_path: gr.Textbox
     status: gr.HTML
     legend: gr.HTML
@@ -65,9 +67,11 @@ class RaceTab:
     g_stats: gr.HTML
     g_html: gr.HTML
     result_html: gr.HTML
-    acc_plot: gr.Plot
-    hist_plot: gr.Plot
-    speed_plot: gr.Plot
+    plots: dict  # RacePlot.elem_id -> gr.Plot, one per row of app.race_plots.RACE_PLOTS
+
+    def form_controls(self) -> dict:
+        """The control of each field of the race's form, by the field's name."""
+        return {f.name: getattr(self, f.name) for f in fields(RaceForm)}
 
 
 def add_race_tab(hub: ModelHub, session: Session, examples: list[str], ready: bool) -> RaceTab:
@@ -117,7 +121,7 @@ def _settings(hub: ModelHub) -> dict:
                               info=paper_tree_note())
         with gr.Row():
             depth = gr.Slider(1, MAX_TREE_DEPTH, value=DEVICE_TREE.depth, step=1, label="Tree depth", min_width=200)
-            top_k = gr.Slider(1, MAX_TREE_TOP_K, value=DEVICE_TREE.top_k, step=1, min_width=200,
+            top_k = gr.Slider(1, MAX_TREE_TOP_K, value=DEVICE_TREE.serial_top_k, step=1, min_width=200,
                               label="Tree top-k", info="branching of the serial steps")
             budget = gr.Slider(1, MAX_TREE_NODES, value=DEVICE_TREE.total_tokens, step=1, min_width=200,
                                label="Tree node budget", elem_id="gm-budget",
@@ -143,9 +147,9 @@ def _settings(hub: ModelHub) -> dict:
                     "GPU trees of ~60 nodes cost little more than one token. "
                     "With temperature > 0 the two columns sample "
                     "different texts from the same distribution; at 0 they are identical.")
-    return dict(max_new=max_new, temperature=temperature, top_p=top_p, seed=seed, depth=depth, top_k=top_k,
-                budget=budget, cost_aware=cost_aware, tree_shape=tree_shape, drafter=drafter, copy_box=copy_box,
-                weights=weights)
+    return dict(max_new_tokens=max_new, temperature=temperature, top_p=top_p, seed=seed, tree_depth=depth,
+                tree_top_k=top_k, tree_nodes=budget, tree_cost_aware=cost_aware, tree_shape=tree_shape, drafter=drafter,
+                copy_from_context=copy_box, target_weights=weights)
 
 
 def _advanced(hub: ModelHub) -> dict:
@@ -154,7 +158,7 @@ def _advanced(hub: ModelHub) -> dict:
         with gr.Row():
             target_id = gr.Textbox(label="Target model id or folder (empty = default)", max_lines=1)
             drafter_path = gr.Textbox(label="Drafter folder (config.json + model.safetensors)", max_lines=1)
-    return dict(target_id=target_id, drafter_path=drafter_path)
+    return dict(target=target_id, drafter_path=drafter_path)
 
 
 def _columns_and_figures() -> dict:
@@ -178,15 +182,14 @@ def _columns_and_figures() -> dict:
             g_html = gr.HTML(placeholder("Gumiho output appears here, coloured by the head that drafted each "
                                          "token."), elem_id="gm-gumiho", elem_classes=["gm-tokens"])
     result_html = gr.HTML("", elem_id="gm-result")
-    with gr.Row():
-        acc_plot = gr.Plot(figures.acceptance_figure(None, first_legend), label="Acceptance by position",
-                           elem_id="gm-acc-plot")
-        hist_plot = gr.Plot(figures.accepted_length_figure(None, first_legend), label="Accepted length",
-                            elem_id="gm-hist-plot")
-    speed_plot = gr.Plot(figures.speed_figure([], []), label="Speed", elem_id="gm-speed-plot")
+    plots = {}
+    for row in sorted({p.row for p in RACE_PLOTS}):
+        with gr.Row():
+            for plot in (p for p in RACE_PLOTS if p.row == row):
+                plots[plot.elem_id] = gr.Plot(plot.empty(first_legend), label=plot.title, elem_id=plot.elem_id)
     gr.Markdown(METRICS)
     return dict(status=status, legend=legend, ghosts=ghosts, v_stats=v_stats, v_html=v_html, g_stats=g_stats,
-                g_html=g_html, result_html=result_html, acc_plot=acc_plot, hist_plot=hist_plot, speed_plot=speed_plot)
+                g_html=g_html, result_html=result_html, plots=plots)
 
 
 def _wire(t: RaceTab, hub: ModelHub, session: Session) -> None:
@@ -195,30 +198,30 @@ def _wire(t: RaceTab, hub: ModelHub, session: Session) -> None:
     chosen = t.paper_btn.click(lambda: PAPER_SHAPE, outputs=[t.tree_shape], queue=False, show_progress="hidden",
                                api_visibility="private")
     _race_steps(chosen.then, t, hub, session)
-    t.stop_btn.click(stop_race, inputs=[session.run_id], outputs=[t.status], queue=False, show_progress="hidden",
-                     api_visibility="private")
-    t.ghosts.change(toggle_ghosts, inputs=[t.ghosts, session.run_id, session.race], outputs=[t.g_html],
-                    queue=False, show_progress="hidden", api_visibility="private")
+    quiet = dict(queue=False, show_progress="hidden", api_visibility="private")
+    wire(t.stop_btn.click, stop_race, {"run_id": session.run_id}, {"status": t.status}, **quiet)
+    wire(t.ghosts.change, toggle_ghosts, {"show": t.ghosts, "run_id": session.run_id, "race": session.race},
+         {"g_html": t.g_html}, **quiet)
 
 
 def _race_steps(start, t: RaceTab, hub: ModelHub, session: Session) -> None:
-    """The run's chain of events, begun by ``start`` (an event's ``click`` or ``then``)."""
-    race_inputs = [t.ghosts, t.prompt, t.max_new, t.temperature, t.top_p, t.seed, t.depth, t.top_k, t.budget,
-                   t.drafter, t.target_id, t.drafter_path, t.cost_aware, t.copy_box, t.tree_shape, t.weights]
-    replay_outputs = [t.v_html, t.g_html, t.v_stats, t.g_stats, t.result_html, t.acc_plot, t.hist_plot,
-                      t.speed_plot, t.status]
-    (start(bound(start_race, hub), inputs=race_inputs,
-           outputs=[session.run_id, session.request, t.run_btn, t.paper_btn, t.stop_btn, t.status, t.v_html,
-                    t.g_html, t.v_stats, t.g_stats, t.result_html],
-           # Queued (with no limit: it does no model work) so that its message can be a toast too.
-           concurrency_limit=None, show_progress="hidden", api_visibility="private")
-     .then(bound(race_compute, hub), inputs=[session.run_id, session.request],
-           outputs=[session.race, t.status, t.legend], concurrency_id=GENERATE, concurrency_limit=None,
-           show_progress="minimal", api_visibility="private")
-     .then(race_replay, inputs=[session.run_id, session.race], outputs=replay_outputs, concurrency_limit=None,
-           show_progress="hidden", api_visibility="private")
-     .then(bound(end_race, hub), inputs=[session.run_id], outputs=[t.run_btn, t.paper_btn, t.stop_btn],
-           queue=False, show_progress="hidden", api_visibility="private"))
+    """The run's chain of events, begun by ``start`` (an event's ``click`` or ``then``),
+    each wired by name (app.tabs.shared.wire)."""
+    columns = {"v_html": t.v_html, "g_html": t.g_html, "v_stats": t.v_stats, "g_stats": t.g_stats,
+               "result_html": t.result_html, "status": t.status}
+    buttons = {"run_btn": t.run_btn, "paper_btn": t.paper_btn, "stop_btn": t.stop_btn}
+    hidden = dict(show_progress="hidden", api_visibility="private")
+    # Queued (with no limit: it does no model work) so that its message can be a toast too.
+    started = wire(start, start_race, {**t.form_controls(), "show_rejected": t.ghosts},
+                   {"run_id": session.run_id, "request": session.request, **buttons, **columns}, hub,
+                   concurrency_limit=None, **hidden)
+    computed = wire(started.then, race_compute, {"run_id": session.run_id, "request": session.request},
+                    {"race": session.race, "status": t.status, "legend": t.legend}, hub,
+                    concurrency_id=GENERATE, concurrency_limit=None, show_progress="minimal",
+                    api_visibility="private")
+    replayed = wire(computed.then, race_replay, {"run_id": session.run_id, "race": session.race},
+                    {**columns, **t.plots}, concurrency_limit=None, **hidden)
+    wire(replayed.then, end_race, {"run_id": session.run_id}, buttons, hub, queue=False, **hidden)
 
 
 def pick_example(examples: list[str], index):
@@ -231,9 +234,7 @@ def pick_example(examples: list[str], index):
 # ----------------------------------------------------------------------------- the run's events
 
 
-def start_race(hub: ModelHub, show_rejected, prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v,
-               budget_v, kind_v, target_v, drafter_path_v, cost_aware_v=None, copy_v=None, shape_v=None,
-               weights_v=None):
+def start_race(hub: ModelHub, values: dict) -> dict:
     """Checks the request (and is the only step that reads the controls: should
     the web framework's own check of a control fail here, nothing has been
     disabled yet, so the page stays usable). A bad request ends the run here
@@ -241,48 +242,49 @@ def start_race(hub: ModelHub, show_rejected, prompt_v, max_new_v, temp_v, top_p_
     disabled until they have (end_race), so a click in between cannot start a
     run whose buttons the refused run's last step would then reset."""
     try:
-        req = parse_request(prompt_v, max_new_v, temp_v, top_p_v, seed_v, depth_v, top_k_v, budget_v, kind_v,
-                            target_v, drafter_path_v, cost_aware=cost_aware_v, access=hub.access, copy=copy_v,
-                            shape=shape_v, weights=weights_v)
+        req = parse_request(RaceForm(**{f.name: values[f.name] for f in fields(RaceForm)}), hub.access)
     except Exception as e:
-        return ("", None, gr.Button(interactive=False), gr.Button(interactive=False), gr.skip(), fail(e)) + \
-            (gr.skip(),) * 5
-    rid = RUNS.new(show_rejected)
-    return (rid, req, gr.Button(interactive=False), gr.Button(interactive=False), gr.Button(interactive=True),
-            render_banner("Waiting for a free slot (one generation runs at a time)…", "info"),
-            "", "", render_stats(None), render_stats(None), "")
+        return {"run_id": "", "request": None, "run_btn": gr.Button(interactive=False),
+                "paper_btn": gr.Button(interactive=False), "status": fail(e)}
+    return {"run_id": RUNS.new(values["show_rejected"]), "request": req, "run_btn": gr.Button(interactive=False),
+            "paper_btn": gr.Button(interactive=False), "stop_btn": gr.Button(interactive=True),
+            "status": render_banner("Waiting for a free slot (one generation runs at a time)…", "info"),
+            "v_html": "", "g_html": "", "v_stats": render_stats(None), "g_stats": render_stats(None),
+            "result_html": ""}
 
 
-async def race_compute(hub: ModelHub, rid, req):
+async def race_compute(hub: ModelHub, values: dict):
+    req = values["request"]
     if req is None:  # refused by start_race, which said why
-        yield None, gr.skip(), gr.skip()
+        yield {"race": None}
         return
-    ctl = RUNS.get(rid) or Control()
+    ctl = RUNS.get(values["run_id"]) or Control()
     try:
-        if not req.target_id and not hub.wait_ready(0):
-            yield None, render_banner("Waiting for the model to finish loading…", "loading"), gr.skip()
+        if not req.target and not hub.wait_ready(0):
+            yield {"race": None, "status": render_banner("Waiting for the model to finish loading…", "loading")}
             await until_ready(hub)
         progress = Progress()
         result = None
         async for item in in_background(lambda: compute_race(hub, req, ctl.stop, progress), hub.submit,
                                         stop=ctl.stop):
             if item is None:
-                yield None, render_banner(progress.text(), "loading"), gr.skip()
+                yield {"race": None, "status": render_banner(progress.text(), "loading")}
             else:
                 result = item
     except Exception as e:  # every failure becomes a message; the app keeps serving
-        yield None, fail(e), gr.skip()
+        yield {"race": None, "status": fail(e)}
         return
     note = ("Replaying both runs side by side with their recorded timestamps…" if not result.vanilla.stopped
             else "Stopped.")
-    yield result, render_banner(note, "info"), render_legend(result.gumiho.layout)
+    yield {"race": result, "status": render_banner(note, "info"), "legend": render_legend(result.gumiho.layout)}
 
 
-def race_replay(rid, result: Optional[RaceResult]):
-    if result is None:
-        yield (gr.skip(),) * 9
+def race_replay(values: dict):
+    result: Optional[RaceResult] = values["race"]
+    if result is None:  # no race to replay (refused, failed or stopped early): every output stays
+        yield {}
         return
-    ctl = RUNS.get(rid) or Control()
+    ctl = RUNS.get(values["run_id"]) or Control()
     g_note = result.notes[0] if result.notes else ""
     if result.drafter_note:
         g_note += " — " + result.drafter_note
@@ -292,7 +294,7 @@ def race_replay(rid, result: Optional[RaceResult]):
     try:
         yield from _replay(result, ctl, g_note)
     except Exception as e:  # the steps after this one still run and restore the buttons
-        yield (gr.skip(),) * 8 + (fail(e),)
+        yield {"status": fail(e)}
 
 
 def _replay(result: RaceResult, ctl: Control, g_note: str):
@@ -302,44 +304,42 @@ def _replay(result: RaceResult, ctl: Control, g_note: str):
             end = render_stopped(fr.clock)
         else:
             end = render_result(result) if fr.final else ""
-        out = [render_run(v, fr.n_vanilla), render_run(g, fr.n_gumiho, ctl.show_rejected),
-               render_stats(v, fr.n_vanilla, fr.clock, _state_note(v, fr.n_vanilla, fr)),
-               render_stats(g, fr.n_gumiho, fr.clock, g_note), end]
+        out = {"v_html": render_run(v, fr.n_vanilla), "g_html": render_run(g, fr.n_gumiho, ctl.show_rejected),
+               "v_stats": render_stats(v, fr.n_vanilla, fr.clock, _state_note(v, fr.n_vanilla, fr)),
+               "g_stats": render_stats(g, fr.n_gumiho, fr.clock, g_note), "result_html": end}
         if fr.plots:
-            g_stats_now = g.stats(fr.n_gumiho)
-            out += [figures.acceptance_figure(g_stats_now, g.layout),
-                    figures.accepted_length_figure(g_stats_now, g.layout),
-                    figures.speed_figure(v.series(fr.n_vanilla), g.series(fr.n_gumiho), result.duration)]
-        else:
-            out += [gr.skip(), gr.skip(), gr.skip()]
+            frame = PlotFrame(result, fr.n_vanilla, fr.n_gumiho)
+            out.update({plot.elem_id: plot.draw(frame) for plot in RACE_PLOTS})
         if fr.final:
-            out.append(render_banner(_final_note(result, fr), "ready" if not fr.stopped else "info"))
+            out["status"] = render_banner(_final_note(result, fr), "ready" if not fr.stopped else "info")
         else:
-            out.append(render_banner(f"Replaying with the recorded timestamps: {fr.clock:.1f} s of "
-                                     f"{result.duration:.1f} s", "info"))
-        yield tuple(out)
+            out["status"] = render_banner(f"Replaying with the recorded timestamps: {fr.clock:.1f} s of "
+                                          f"{result.duration:.1f} s", "info")
+        yield out
 
 
-def end_race(hub: ModelHub, rid):
-    RUNS.end(rid)
+def end_race(hub: ModelHub, values: dict) -> dict:
+    RUNS.end(values["run_id"])
     can_run = hub.ready or hub.state == "error"
-    return gr.Button(interactive=can_run), gr.Button(interactive=can_run), gr.Button(interactive=False)
+    return {"run_btn": gr.Button(interactive=can_run), "paper_btn": gr.Button(interactive=can_run),
+            "stop_btn": gr.Button(interactive=False)}
 
 
-def stop_race(rid):
-    if not RUNS.stop(rid):  # no run of this session's in flight: nothing to stop, nothing to say
-        return gr.skip()
-    return render_banner("Stopping both columns…", "info")
+def stop_race(values: dict) -> dict:
+    if not RUNS.stop(values["run_id"]):  # no run of this session's in flight: nothing to stop, nothing to say
+        return {}
+    return {"status": render_banner("Stopping both columns…", "info")}
 
 
-def toggle_ghosts(show, rid, result: Optional[RaceResult]):
-    ctl = RUNS.get(rid)
+def toggle_ghosts(values: dict) -> dict:
+    ctl = RUNS.get(values["run_id"])
     if ctl is not None:  # a run is in flight: its replay picks the toggle up
-        ctl.show_rejected = bool(show)
-        return gr.skip()
+        ctl.show_rejected = bool(values["show"])
+        return {}
+    result: Optional[RaceResult] = values["race"]
     if result is None or not result.gumiho.events:
-        return gr.skip()
-    return render_run(result.gumiho, None, bool(show))
+        return {}
+    return {"g_html": render_run(result.gumiho, None, bool(values["show"]))}
 
 
 # ----------------------------------------------------------------------------- the replay's words

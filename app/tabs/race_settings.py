@@ -10,6 +10,7 @@ from gumiho.loading import llamacpp_available, pick_runtime, resolve_runtime
 
 from .. import gpu
 from ..access import Access
+from ..hub import runtime_asked
 from ..inputs import DEVICE_TREE, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32
 
 
@@ -33,7 +34,7 @@ def weights_choices() -> list[tuple[str, str]]:
     load (load_target's runtime rule, GUMIHO_RUNTIME included) runs the file in llama.cpp."""
     choices = [("float32, dequantised (PyTorch)", WEIGHTS_FLOAT32)]
     try:
-        runtime = resolve_runtime(pick_runtime(None), True, torch.device(gpu.model_device()))
+        runtime = resolve_runtime(pick_runtime(runtime_asked()), True, torch.device(gpu.model_device()))
     except GumihoError:  # an unknown GUMIHO_RUNTIME: the hub's load reports it in the banner
         runtime = "torch"
     if runtime == "llama.cpp":

@@ -2,7 +2,7 @@
 
 Concurrency: every piece of model work runs on the hub's one model thread
 (app/hub.py, its queue app/jobs.py), so generations never overlap on the CPU (a race times its two
-decoders in alternation, app/race.py). That thread is the queue: at most
+decoders in alternation, app/race_run.py). That thread is the queue: at most
 ``GUMIHO_APP_MAX_WAITING`` runs wait for it, and one more is refused at once with
 "The server is busy" (the page's banner, the API's ``ok: false``). The events
 that run a model (``concurrency_id=GENERATE``) therefore have no limit of
@@ -15,10 +15,12 @@ flags, keyed by run ids that each session holds privately.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import gradio as gr
 
@@ -40,7 +42,7 @@ class Session:
     """One visitor's state, private to their page."""
 
     race: gr.State  # the last race (a RaceResult)
-    run_id: gr.State  # the id of their run in flight (app.race.RUNS)
+    run_id: gr.State  # the id of their run in flight (app.race_run.RUNS)
     request: gr.State  # the checked request of the run being started
     walk: gr.State  # the walkthrough (a Walk)
 
@@ -56,6 +58,54 @@ def bound(fn, *args):
     call = functools.partial(fn, *args)
     call.__name__, call.__doc__ = fn.__name__, fn.__doc__
     return call
+
+
+def by_name(fn: Callable, inputs: dict, outputs: dict, *args) -> Callable:
+    """``fn(*args, values)`` as a Gradio handler wired by name: ``inputs`` and
+    ``outputs`` map names to components; ``fn`` gets the inputs' values as one dict
+    by name (``values["prompt"]``) and returns (or yields) a dict by name of the
+    outputs it changes, the others left as they are. Nothing is counted or placed:
+    wire the event with ``inputs=set(inputs.values())`` and
+    ``outputs=list(outputs.values())``. Under ``fn``'s own name, which Gradio gives
+    the event's endpoint."""
+    components = list(outputs.values())
+
+    def gradio_values(named: dict):
+        unknown = set(named) - set(outputs)
+        if unknown:  # a mistake of the wiring's, found at its first call
+            raise KeyError(f"{fn.__name__} returned {sorted(unknown)}, which its event does not output")
+        if not named:
+            return gr.skip()
+        if len(components) == 1:  # Gradio takes a single output's value bare
+            return next(iter(named.values()))
+        return {outputs[name]: value for name, value in named.items()}
+
+    def by_names(values: dict) -> dict:
+        return {name: values[component] for name, component in inputs.items()}
+
+    if inspect.isasyncgenfunction(fn):
+        async def call(values):
+            async for named in fn(*args, by_names(values)):
+                yield gradio_values(named)
+    elif inspect.isgeneratorfunction(fn):
+        def call(values):
+            for named in fn(*args, by_names(values)):
+                yield gradio_values(named)
+    elif inspect.iscoroutinefunction(fn):
+        async def call(values):
+            return gradio_values(await fn(*args, by_names(values)))
+    else:
+        def call(values):
+            return gradio_values(fn(*args, by_names(values)))
+    call.__name__, call.__doc__ = fn.__name__, fn.__doc__
+    return call
+
+
+def wire(trigger, fn: Callable, inputs: dict, outputs: dict, *args, **event):
+    """``trigger(...)`` (a ``click``, ``change`` or ``then``) running ``fn`` wired by
+    name (:func:`by_name`); ``event``: the event's other settings. Returns the event."""
+    return trigger(by_name(fn, inputs, outputs, *args), inputs=set(inputs.values()), outputs=list(outputs.values()),
+                   **event)
 
 
 def placeholder(text: str) -> str:

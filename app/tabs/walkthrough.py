@@ -1,4 +1,4 @@
-"""The Walkthrough tab: one generation (app/walkthrough.py), looked at one verify
+"""The Walkthrough tab: one generation (app/walk_steps.py), looked at one verify
 step at a time, with Previous / Next, a slider and autoplay. It decodes with the
 Race tab's drafter, and with the race's tree when asked to."""
 from __future__ import annotations
@@ -10,13 +10,13 @@ from typing import Optional
 import gradio as gr
 
 from ..hub import ModelHub
-from ..inputs import WALK_MAX_NEW_TOKENS
-from ..race import in_background, until_ready
+from ..inputs import WALK_MAX_NEW_TOKENS, RaceForm
+from ..race_run import in_background, until_ready
 from ..render import render_banner
-from ..walkthrough import EXPLANATION, PAPER_TREE, PLAY_INTERVAL_S, TREE_CHOICES, TREE_LABELS, Walk, WalkProgress, \
+from ..walk_steps import EXPLANATION, PAPER_TREE, PLAY_INTERVAL_S, TREE_CHOICES, TREE_LABELS, Walk, WalkProgress, \
     choices_table, compute_walk, step_figure, step_header, text_so_far, tree_choice_of, walk_request
 from .race import RaceTab
-from .shared import GENERATE, Session, bound, fail, placeholder
+from .shared import GENERATE, Session, fail, placeholder, wire
 
 # The autoplay button. Its symbols are ones every system font draws (U+23F8, the
 # pause sign, is in emoji fonts only: elsewhere it is an empty box).
@@ -53,119 +53,135 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
         # Autoplay: off until Play; each tick shows the next step (walk_tick).
         timer = gr.Timer(PLAY_INTERVAL_S, active=False)
         playing = gr.State(False)
-        view = [gr.HTML("", elem_id="gm-walk-head"), gr.Plot(None, label="Draft tree", elem_id="gm-walk-tree"),
-                gr.HTML("", elem_id="gm-walk-table"),
-                gr.HTML(placeholder("The text so far appears here; the current step is outlined."),
-                        elem_id="gm-walk-text", elem_classes=["gm-tokens"])]  # what _walk_view fills
+        view = {"head": gr.HTML("", elem_id="gm-walk-head"),
+                "tree": gr.Plot(None, label="Draft tree", elem_id="gm-walk-tree"),
+                "table": gr.HTML("", elem_id="gm-walk-table"),
+                "text": gr.HTML(placeholder("The text so far appears here; the current step is outlined."),
+                                elem_id="gm-walk-text", elem_classes=["gm-tokens"])}  # what _walk_view fills
         gr.Markdown(EXPLANATION)
 
-    play_outputs = [playing, timer, play_btn]
-    walk_btn.click(bound(walk_run, hub),
-                   inputs=[prompt, tokens, tree, race.drafter, race.depth, race.top_k, race.budget, race.target_id,
-                           race.drafter_path, race.cost_aware, race.copy_box, race.tree_shape],
-                   outputs=[status, session.walk, slider, prev_btn, next_btn, play_btn, playing, timer] + view,
-                   concurrency_id=GENERATE, concurrency_limit=None, show_progress="hidden",
-                   api_visibility="private")
-    nav_outputs = [slider, prev_btn, next_btn] + view
-    here = [session.walk, slider]
-    # Lambdas, not bound functions: the page's endpoints for these three are named "lambda", "lambda_1" and
-    # "lambda_2" after them.
-    prev_btn.click(lambda w, i: walk_goto(w, i, -1), inputs=here, outputs=nav_outputs, queue=False,
-                   show_progress="hidden", api_visibility="private")
-    next_btn.click(lambda w, i: walk_goto(w, i, +1), inputs=here, outputs=nav_outputs, queue=False,
-                   show_progress="hidden", api_visibility="private")
-    slider.release(lambda w, i: walk_goto(w, i, 0), inputs=here, outputs=nav_outputs, queue=False,
-                   show_progress="hidden", api_visibility="private")
-    play_inputs = [session.walk, slider, playing]
-    play_btn.click(walk_play, inputs=play_inputs, outputs=play_outputs + nav_outputs, queue=False,
-                   show_progress="hidden", api_visibility="private")
-    timer.tick(walk_tick, inputs=play_inputs, outputs=play_outputs + nav_outputs, queue=False,
-               show_progress="hidden", api_visibility="private")
+    play = {"playing": playing, "timer": timer, "play_btn": play_btn}
+    nav = {"slider": slider, "prev_btn": prev_btn, "next_btn": next_btn, **view}
+    # The walk's own prompt, token count and tree; the drafter, its tree settings and another model from the race.
+    race_settings = {name: control for name, control in race.form_controls().items()
+                     if name in WALK_FORM_FIELDS}
+    wire(walk_btn.click, walk_run,
+         {"prompt": prompt, "max_new_tokens": tokens, "walk_tree": tree, **race_settings},
+         {"status": status, "walk": session.walk, **nav, **play}, hub,
+         concurrency_id=GENERATE, concurrency_limit=None, show_progress="hidden", api_visibility="private")
+    here = {"walk": session.walk, "slider": slider}
+    quiet = dict(queue=False, show_progress="hidden", api_visibility="private")
+    wire(prev_btn.click, walk_previous, here, nav, **quiet)
+    wire(next_btn.click, walk_next, here, nav, **quiet)
+    wire(slider.release, walk_slide, here, nav, **quiet)
+    wire(play_btn.click, walk_play, {**here, "playing": playing}, {**play, **nav}, **quiet)
+    wire(timer.tick, walk_tick, {**here, "playing": playing}, {**play, **nav}, **quiet)
     return WalkTab(walk_btn)
 
 
-def stopped_play():
+# The race's form fields the walkthrough takes from the Race tab (its prompt and token
+# count are its own; it is always greedy).
+WALK_FORM_FIELDS = ("drafter", "tree_depth", "tree_top_k", "tree_nodes", "target", "drafter_path", "tree_cost_aware",
+                    "copy_from_context", "tree_shape")
+
+
+def stopped_play() -> dict:
     """Autoplay off: the playing state, the timer, the Play button. (Made per call: a
     component made here, at build time, would join the page.)"""
-    return False, gr.Timer(active=False), gr.Button(value=PLAY)
+    return {"playing": False, "timer": gr.Timer(active=False), "play_btn": gr.Button(value=PLAY)}
 
 
-async def walk_run(hub: ModelHub, prompt_v, tokens_v, tree_v, kind_v, depth_v, top_k_v, budget_v, target_v,
-                   drafter_path_v, cost_aware_v=None, copy_v=None, race_shape_v=None):
+def _nothing() -> dict:
+    """Every output of a walkthrough as before any walk."""
+    return {"walk": None, "slider": gr.Slider(interactive=False), "prev_btn": gr.Button(interactive=False),
+            "next_btn": gr.Button(interactive=False), "play_btn": gr.Button(value=PLAY, interactive=False),
+            "playing": False, "timer": gr.Timer(active=False), "head": "", "tree": None, "table": "", "text": ""}
+
+
+async def walk_run(hub: ModelHub, values: dict):
     """Yields the banner with the generation's progress while it runs, then the walk."""
-    nothing = (None, gr.Slider(interactive=False), gr.Button(interactive=False), gr.Button(interactive=False),
-               gr.Button(value=PLAY, interactive=False), False, gr.Timer(active=False), "", None, "", "")
     progress = WalkProgress()
     try:
-        req = walk_request(prompt_v, tokens_v, tree_v, depth_v, top_k_v, budget_v, kind_v, target_v,
-                           drafter_path_v, cost_aware=cost_aware_v, access=hub.access, copy=copy_v,
-                           race_shape=race_shape_v)
+        form = RaceForm(**{name: values[name] for name in ("prompt", "max_new_tokens", *WALK_FORM_FIELDS)})
+        req = walk_request(form, values["walk_tree"], hub.access)
         label = TREE_LABELS[tree_choice_of(req)]
-        if not req.target_id and not hub.wait_ready(0):
-            yield (render_banner("Waiting for the model to finish loading…", "loading"),) + UNCHANGED
+        if not req.target and not hub.wait_ready(0):
+            yield {"status": render_banner("Waiting for the model to finish loading…", "loading")}
             await until_ready(hub)
         stop = threading.Event()  # set if the page goes away mid-walk
         walk = None
         async for item in in_background(lambda: compute_walk(hub, req, stop, progress), hub.submit, stop=stop):
             if item is None:
-                yield (render_banner(progress.text(label), "loading"),) + UNCHANGED
+                yield {"status": render_banner(progress.text(label), "loading")}
             else:
                 walk = item
     except Exception as e:
-        yield (fail(e),) + nothing
+        yield {"status": fail(e), **_nothing()}
         return
-    yield _walk_outputs(walk, nothing)
+    yield _walk_outputs(walk)
 
 
-UNCHANGED = (gr.skip(),) * 11  # every output of walk_run but its banner
-
-
-def _walk_outputs(walk: Walk, nothing: tuple) -> tuple:
+def _walk_outputs(walk: Walk) -> dict:
     if not walk.steps:
-        return (render_banner("The answer ended before the first verify step (it is one token long): try "
-                              "another prompt or more tokens.", "warn"),) + nothing
-    note = (f"{len(walk.steps)} verify steps for {sum(len(v.tokens) for v in walk.views)} tokens, with "
-            f"{walk.tree_label}.")
+        return {"status": render_banner("The answer ended before the first verify step (it is one token long): try "
+                                        "another prompt or more tokens.", "warn"), **_nothing()}
+    note = f"{len(walk.steps)} verify steps for {len(walk.tokens)} tokens, with {walk.tree_label}."
     if walk.note:
         note += " " + walk.note
     n = len(walk.steps)
-    return ((render_banner(note, "warn" if walk.note else "ready"), walk,
-             gr.Slider(minimum=1, maximum=max(n, 2), value=1, step=1, interactive=n > 1),
-             gr.Button(interactive=False), gr.Button(interactive=n > 1),
-             gr.Button(value=PLAY, interactive=n > 1), False, gr.Timer(active=False))
-            + _walk_view(walk, 0))
+    return {"status": render_banner(note, "warn" if walk.note else "ready"), "walk": walk,
+            "slider": gr.Slider(minimum=1, maximum=max(n, 2), value=1, step=1, interactive=n > 1),
+            "prev_btn": gr.Button(interactive=False), "next_btn": gr.Button(interactive=n > 1),
+            "play_btn": gr.Button(value=PLAY, interactive=n > 1), "playing": False, "timer": gr.Timer(active=False),
+            **_walk_view(walk, 0)}
 
 
-def walk_goto(walk: Optional[Walk], index, delta):
+def walk_goto(walk: Optional[Walk], index, delta) -> dict:
+    """The step ``delta`` away from the slider's ``index``, shown (nothing without a walk)."""
     if walk is None or not walk.steps:
-        return (gr.skip(),) * 7
+        return {}
     i = _walk_index(walk, index, delta)
     n = len(walk.steps)
-    return (gr.Slider(value=i + 1), gr.Button(interactive=i > 0), gr.Button(interactive=i < n - 1)) + \
-        _walk_view(walk, i)
+    return {"slider": gr.Slider(value=i + 1), "prev_btn": gr.Button(interactive=i > 0),
+            "next_btn": gr.Button(interactive=i < n - 1), **_walk_view(walk, i)}
 
 
-def walk_play(walk: Optional[Walk], index, playing):
+def walk_previous(values: dict) -> dict:
+    return walk_goto(values["walk"], values["slider"], -1)
+
+
+def walk_next(values: dict) -> dict:
+    return walk_goto(values["walk"], values["slider"], +1)
+
+
+def walk_slide(values: dict) -> dict:
+    return walk_goto(values["walk"], values["slider"], 0)
+
+
+def walk_play(values: dict) -> dict:
     """Play or Pause. Play at the last step starts again from the first."""
-    if playing or walk is None or len(walk.steps) < 2:
-        return stopped_play() + (gr.skip(),) * 7
-    at_end = _walk_index(walk, index, 0) >= len(walk.steps) - 1
-    return (True, gr.Timer(active=True), gr.Button(value=PAUSE)) + \
-        (walk_goto(walk, 1, 0) if at_end else (gr.skip(),) * 7)
+    walk = values["walk"]
+    if values["playing"] or walk is None or len(walk.steps) < 2:
+        return stopped_play()
+    at_end = _walk_index(walk, values["slider"], 0) >= len(walk.steps) - 1
+    return {"playing": True, "timer": gr.Timer(active=True), "play_btn": gr.Button(value=PAUSE),
+            **(walk_goto(walk, 1, 0) if at_end else {})}
 
 
-def walk_tick(walk: Optional[Walk], index, playing):
+def walk_tick(values: dict) -> dict:
     """One autoplay step: the next verify step, and a stop at the last."""
-    if not playing or walk is None or not walk.steps:
-        return stopped_play() + (gr.skip(),) * 7
-    i = _walk_index(walk, index, +1)
-    ended = stopped_play() if i >= len(walk.steps) - 1 else (gr.skip(),) * 3
-    return ended + walk_goto(walk, i + 1, 0)
+    walk = values["walk"]
+    if not values["playing"] or walk is None or not walk.steps:
+        return stopped_play()
+    i = _walk_index(walk, values["slider"], +1)
+    ended = stopped_play() if i >= len(walk.steps) - 1 else {}
+    return {**ended, **walk_goto(walk, i + 1, 0)}
 
 
-def _walk_view(walk: Walk, i: int) -> tuple:
+def _walk_view(walk: Walk, i: int) -> dict:
     """The step's header, tree figure, table of choices and text so far."""
-    return step_header(walk, i), step_figure(walk, i), choices_table(walk, i), text_so_far(walk, i)
+    return {"head": step_header(walk, i), "tree": step_figure(walk, i), "table": choices_table(walk, i),
+            "text": text_so_far(walk, i)}
 
 
 def _walk_index(walk: Walk, index, delta: int) -> int:

@@ -32,10 +32,10 @@ def one_token_rows(target, ids: list[int], continuation: list[int]) -> torch.Ten
     prompt prefilled and then one token per forward."""
     cache = target.new_cache()
     with torch.inference_mode():
-        _, first = target.forward(ids, 0, cache, last_logits_only=True)
+        first = target.forward(ids, 0, cache, last_logits_only=True).logits
         rows = [first[-1]]
         for k, tok in enumerate(continuation[:-1]):
-            _, lg = target.forward([tok], len(ids) + k, cache)
+            lg = target.forward([tok], len(ids) + k, cache).logits
             rows.append(lg[-1])
     return torch.stack(rows).float()
 

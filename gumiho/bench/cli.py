@@ -89,10 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto (default): the target's on a GPU; on a CPU bf16 where it has bf16 matrix "
                         "instructions (AVX512-BF16, AMX), else fp32. Never changes the output")
     p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--runtime", default=None, choices=("auto", "torch", "llama.cpp"),
+    p.add_argument("--runtime", default=os.environ.get("GUMIHO_RUNTIME") or None,
+                   choices=("auto", "torch", "llama.cpp"),
                    help="auto (default, or GUMIHO_RUNTIME): llama.cpp for the embedded GGUF on a CPU when "
                         "llama-cpp-python is installed, else torch; torch: float32, any model; llama.cpp: the "
                         "embedded GGUF as stored")
+    p.add_argument("--layout", default=os.environ.get("GUMIHO_LAYOUT") or None,
+                   help="the llama.cpp runtime's 4-bit file: q4_1 (default, or GUMIHO_LAYOUT: the file as shipped) "
+                        "or q4_0 (its weights rewritten, faster, less exact)")
     g = p.add_argument_group("draft tree (default: sized for the device)")
     g.add_argument("--total-tokens", type=_positive_int,
                    help="drafted nodes per step (with a cost-aware tree: the most per step)")
@@ -228,7 +232,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                 drafter_paths["gumiho"] = named["drafters"]["gumiho"]
         log(f"loading target {model_arg or DEFAULT_TARGET_LABEL} ...")
         t0 = time.perf_counter()
-        target = load_target(model_arg, device=args.device, dtype=args.dtype, runtime=args.runtime)
+        target = load_target(model_arg, device=args.device, dtype=args.dtype, runtime=args.runtime,
+                             layout=args.layout)
         log(f"loaded {target.name} on {target.device} in {time.perf_counter() - t0:.1f} s; every method runs on "
             f"the {target.runtime.describe()} runtime")
         drafters, labels = resolve_drafters(target, methods, drafter_paths, is_default_target(model_arg),

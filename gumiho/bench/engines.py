@@ -51,7 +51,7 @@ import torch
 
 from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
-from ..machine import cpu_summary
+from ..kernels.machine import cpu_summary
 from ..loading import llamacpp_available, load_target
 from ..runtimes.layouts import DEFAULT_LAYOUT, LAYOUTS, SHIPPED_LAYOUT
 from ..runtimes.llamacpp import KV_TYPE
@@ -154,7 +154,7 @@ def vllm_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Pat
     at ``batch_sizes`` too. One engine start per method serves its batch sizes in turn
     (after a warm-up); a batch of B repeats the prompts to fill one generate call of B
     requests. Every row's tokens are checked against vanilla's at the same batch size."""
-    from ..export.target import export_target
+    from ..export.transformers_folder import export_target
     from ..serving.vllm_env import ensure_env, run_vllm
     from .served import vllm_configs
 
@@ -178,7 +178,7 @@ def vllm_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Pat
 def vllm_served_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Path, log) -> list[dict]:
     """vLLM vanilla, eagle3 and gumiho at batch 1 and ``batch_sizes``, interleaved: one
     server per method, the same requests sent to each in turn (gumiho.bench.served)."""
-    from ..export.target import export_target
+    from ..export.transformers_folder import export_target
     from ..serving.vllm_env import ensure_env
     from .served import default_configs, served_rows
 

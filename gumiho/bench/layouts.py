@@ -28,7 +28,7 @@ import torch
 
 from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
-from ..machine import cpu_summary
+from ..kernels.machine import cpu_summary
 from ..loading import default_target_files, load_target
 from ..target import Target
 from ..runtimes.layouts import CANDIDATES, layout_file

@@ -14,7 +14,7 @@ import torch
 from ..decode import GenerationSettings, draft_depth, stream
 from ..drafter import Drafter
 from ..errors import GumihoError
-from ..machine import cpu_summary
+from ..kernels.machine import cpu_summary
 from ..metrics import GenerationStats, speedup, speedup_kind, summarize
 from ..target import Target
 from ..proposers import split_copy
@@ -93,11 +93,11 @@ def _run_hf(target: Target, ids: list[int], method: HFGenerate, gen: GenerationS
         kw["prompt_lookup_num_tokens"] = method.lookup_tokens
     # Never more tokens than the context holds (our stream stops there too).
     kw["max_new_tokens"] = max(1, min(kw["max_new_tokens"], target.context_length - len(ids)))
-    handle = target.model.register_forward_pre_hook(count)
+    handle = target.runtime_model.register_forward_pre_hook(count)
     try:
         t0 = time.perf_counter()
         with torch.inference_mode():
-            out = target.model.generate(torch.tensor([ids], device=target.device), **kw)
+            out = target.runtime_model.generate(torch.tensor([ids], device=target.device), **kw)
         wall = time.perf_counter() - t0
     finally:
         handle.remove()
@@ -188,7 +188,7 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
             "measured": [round(1000 * c, 3) for c in verify_cost.measured],
             "fitted": [round(1000 * c, 3) for c in verify_cost.seconds]},
         "torch_threads": torch.get_num_threads(),
-        # Speedups on a CPU depend on its vector units (see gumiho.machine).
+        # Speedups on a CPU depend on its vector units (see gumiho.kernels.machine).
         "cpu": cpu_summary() if str(target.device).startswith("cpu") else None,
         "torch_version": torch.__version__,
         "dtype": str(target.dtype).replace("torch.", ""),

@@ -9,6 +9,7 @@ from typing import Optional
 from ..errors import GumihoError
 from .kinds import DRAFTER_KINDS, KINDS, Kind, kind_layout
 from .layers import ROPE_SCALINGS
+from ..heads import HeadFamily
 
 
 @dataclass
@@ -129,7 +130,7 @@ class DrafterConfig:
 
     def head_kind(self, position: int) -> str:
         """'serial' or 'mlp': which part of the drafter proposes draft position d."""
-        return "serial" if position <= self.serial_positions else "mlp"
+        return HeadFamily.SERIAL if position <= self.serial_positions else HeadFamily.MLP
 
 
 def _check_rope_scaling(scaling) -> None:

@@ -20,7 +20,7 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-from ..cpulinear import linear
+from ..kernels.cpulinear import linear
 from ..errors import GumihoError
 from .layers import DecoderLayer, Eagle3FirstLayer, RMSNorm, SiLUBlock
 

@@ -13,8 +13,8 @@ import torch
 import torch.nn as nn
 
 from ..checkpoint import compare_shapes, meta_shapes, safetensors_shapes, unreadable
-from ..cpulinear import linear
-from ..int4linear import available as int4_available, current as int4_current, int4_linears, product
+from ..kernels.cpulinear import linear
+from ..kernels.int4linear import available as int4_available, current as int4_current, int4_linears, product
 from ..errors import GumihoError
 from .config import DrafterConfig
 from .layers import rope_cos_sin
@@ -44,7 +44,7 @@ class Drafter(nn.Module):
         self._embed: Optional[nn.Embedding] = None
         self._lm_head_weight: Optional[torch.Tensor] = None
         self._draft_head_weight: Optional[torch.Tensor] = None
-        # With use_int4: the draft head's 4-bit copy (gumiho.int4linear), remade with it.
+        # With use_int4: the draft head's 4-bit copy (gumiho.kernels.int4linear), remade with it.
         self.int4 = False
         self._draft_head_int4 = None
 
@@ -122,9 +122,9 @@ class Drafter(nn.Module):
 
     def use_int4(self) -> "Drafter":
         """Draft through 4-bit copies of every linear weight and of the draft head
-        (gumiho.int4linear): a cheaper step beside a 4-bit target. The weights
+        (gumiho.kernels.int4linear): a cheaper step beside a 4-bit target. The weights
         themselves stay, for saving and training. A no-op where the CPU does not take
-        the 4-bit kernel (see gumiho.int4linear.available)."""
+        the 4-bit kernel (see gumiho.kernels.int4linear.available)."""
         if int4_available() and self.weight_device.type == "cpu":
             int4_linears(self)
             self.int4 = True
@@ -253,7 +253,7 @@ class Drafter(nn.Module):
         if not os.path.exists(cfg_path) or not os.path.exists(w_path):
             raise GumihoError(
                 f"Drafter folder {folder!r} must hold config.json and model.safetensors "
-                f"(for an official Gumiho checkpoint with pytorch_model.bin, use gumiho.official)."
+                f"(for an official Gumiho checkpoint with pytorch_model.bin, use gumiho.formats.official)."
             )
         try:
             with open(cfg_path) as f:

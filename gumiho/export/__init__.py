@@ -1,10 +1,10 @@
 """Exports to the layouts other engines load: ``python -m gumiho.export SUBCOMMAND``.
 
 ``target``: a target (the embedded default unless ``--model``) as an ordinary
-transformers folder (gumiho.export.target); ``eagle3``: an eagle3 drafter as an
+transformers folder (gumiho.export.transformers_folder); ``eagle3``: an eagle3 drafter as an
 EAGLE-3 checkpoint folder (gumiho.export.eagle3, gumiho.formats.eagle3); ``gumiho``: a
 gumiho drafter (this project's, or an official amd/Gumiho-* checkpoint) in the layout
 the vLLM plugin plugins/vllm-gumiho serves (gumiho.export.gumiho)."""
-from .target import ExportedTarget, export_target
+from .transformers_folder import ExportedTarget, export_target
 
 __all__ = ["ExportedTarget", "export_target"]

@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from ..errors import GumihoError
-from . import eagle3, gumiho, target
+from . import eagle3, gumiho, transformers_folder as target
 
 SUBCOMMANDS = {
     "target": (target.add_arguments, target.run),

@@ -4,7 +4,7 @@ the layout the vLLM plugin (plugins/vllm-gumiho) loads, so that vLLM serves it w
 
 SRC: a drafter folder of this project (trained with ``python -m gumiho.train``), an
 official ``amd/Gumiho-*`` checkpoint (a hub id, or a folder or file holding its
-``pytorch_model.bin``, read by gumiho.official), or ``shipped`` for the default target's
+``pytorch_model.bin``, read by gumiho.formats.official), or ``shipped`` for the default target's
 shipped Gumiho drafter.
 
 The layout (the plugin's vllm_gumiho/model.py says how it reads it):
@@ -17,7 +17,7 @@ The layout (the plugin's vllm_gumiho/model.py says how it reads it):
   ``first_layer_input_norm``, ``draft_vocab_size``, and where it came from;
 * ``model.safetensors``: the drafter's own tensors under this engine's names (``fc.*``,
   ``layers.{i}.*``, ``heads.{j}.{b}.linear.*``, ``draft_vocab_ids``), an official
-  checkpoint's ``mlp.*`` already renamed ``heads.*`` by gumiho.official. No embedding and
+  checkpoint's ``mlp.*`` already renamed ``heads.*`` by gumiho.formats.official. No embedding and
   no LM head: vLLM gives the drafter the target's.
 
 Refused in words: kinds other than ``gumiho`` (``eagle3`` has its own export; the

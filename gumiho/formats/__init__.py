@@ -5,4 +5,4 @@ out for the engines that serve them.
     medusa     Medusa-1 heads (FasterDecoding's and vLLM's layouts), in
     detect     which layout a folder's config.json describes
 
-The official Gumiho checkpoints (amd/Gumiho-*) are read by gumiho.official."""
+The official Gumiho checkpoints (amd/Gumiho-*) are read by gumiho.formats.official."""

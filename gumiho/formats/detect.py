@@ -6,7 +6,7 @@ for it. A folder (or hub repo) with a config.json is one of:
     medusa      Medusa-1 heads (gumiho.formats.medusa)
 
 and anything else is refused by name before a weight is read. A hub repo without a
-config.json is an official Gumiho checkpoint (gumiho.official reads those).
+config.json is an official Gumiho checkpoint (gumiho.formats.official reads those).
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def hub_folder(repo_id: str) -> Optional[str]:
     """The local folder of hub repo ``repo_id`` when it holds a config.json in another
     project's layout (its weights downloaded beside it), else None: an official
     Gumiho repo (no config.json) or one that cannot be reached, which
-    gumiho.official then reports."""
+    gumiho.formats.official then reports."""
     import huggingface_hub
 
     try:

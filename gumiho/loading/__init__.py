@@ -16,7 +16,7 @@ from .drafter import load_drafter, random_drafter
 from .runtime import RUNTIMES, llamacpp_available, pick_runtime, resolve_runtime
 from .sources import (hub_cached, hub_unavailable_reason, is_local_source, is_model_folder, local_model_folder,
                       looks_like_path, no_model_folder)
-from .target import load_target, prepare_target
+from .targets import load_target, prepare_target
 
 __all__ = ["ASSETS_DIR", "DEFAULT_TARGET", "DEFAULT_TARGET_LABEL", "DRAFTER_DTYPES", "RUNTIMES", "SHIPPED_DRAFTERS",
            "default_target_files", "drafter_dtype", "drafter_int4", "hub_cached", "hub_unavailable_reason", "is_local_source",

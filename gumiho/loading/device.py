@@ -46,7 +46,7 @@ def drafter_dtype(target: Target, dtype: Optional[str] = None) -> torch.dtype:
     target's verification alone decides; it can change what gets drafted, so
     acceptance may move a little. ``fp32``/``bf16``/``fp16`` force one; ``int4`` is
     bfloat16 with 4-bit products (:func:`drafter_int4`)."""
-    from ..cpulinear import available_bf16
+    from ..kernels.cpulinear import available_bf16
 
     if dtype == "int4":
         drafter_int4(target, dtype)  # refuses where it cannot run
@@ -62,12 +62,12 @@ def drafter_dtype(target: Target, dtype: Optional[str] = None) -> torch.dtype:
 
 def drafter_int4(target: Target, dtype: Optional[str] = None) -> bool:
     """Whether a drafter next to ``target`` drafts through 4-bit copies of its weights
-    (gumiho.int4linear). ``auto``: where the target's runtime multiplies quantized
+    (gumiho.kernels.int4linear). ``auto``: where the target's runtime multiplies quantized
     weights (llama.cpp) and the CPU takes the 4-bit kernel; there a one-token forward
     is cheap and the drafter's step, bound by reading its weights, is a quarter of a
     speculative step (research/runtime_step.py). ``int4`` asks for it and refuses,
     in words, where it cannot run; any other dtype: no."""
-    from ..int4linear import available
+    from ..kernels.int4linear import available
 
     if dtype == "int4":
         if target.device.type != "cpu" or not available():

@@ -1,5 +1,5 @@
 """Loading a drafter for a loaded target: this project's folders, other projects'
-layouts (gumiho.formats), the paper's official checkpoints (gumiho.official), or
+layouts (gumiho.formats), the paper's official checkpoints (gumiho.formats.official), or
 random weights of a kind (a drafter to compare against, or one not trained yet)."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Optional
 
 import torch
 
+from ..kernels.cpulinear import pack_linears
 from ..drafter import Drafter, DrafterConfig
 from ..errors import GumihoError
 from ..target import Target
@@ -18,16 +19,25 @@ def load_drafter(path: str, target: Target, dtype: Optional[str] = None):
     """A drafter folder (config.json + model.safetensors) attached to ``target``, an
     EAGLE-3 or Medusa checkpoint in another project's layout (folder or hub id; see
     gumiho.formats), or an official Gumiho checkpoint (hub id, or a folder or file
-    with pytorch_model.bin; see gumiho.official). Refuses a drafter made for another model. ``dtype``: see
+    with pytorch_model.bin; see gumiho.formats.official). Refuses a drafter made for another model. ``dtype``: see
     :func:`drafter_dtype` (and :func:`drafter_int4`: beside a 4-bit target the drafter drafts
     through 4-bit copies of its weights where the CPU takes them)."""
     drafter = _load_drafter(path, target, dtype)
-    return drafter.use_int4() if drafter_int4(target, dtype) else drafter
+    return ready_to_draft(drafter.use_int4() if drafter_int4(target, dtype) else drafter)
+
+
+def ready_to_draft(drafter: Drafter) -> Drafter:
+    """The drafter prepared once, at load, for the few-row products of drafting: on a
+    CPU its linear layers pre-packed (gumiho.kernels.cpulinear; layers already switched to
+    4-bit products keep them). Generations then draft with it as it is."""
+    if drafter.weight_device.type == "cpu":
+        pack_linears(drafter)
+    return drafter
 
 
 def _load_drafter(path: str, target: Target, dtype: Optional[str]):
     from ..formats.detect import hub_folder, load_foreign
-    from ..official import is_official_source, load_official, looks_like_hub_id
+    from ..formats.official import is_official_source, load_official, looks_like_hub_id
 
     if not isinstance(target, Target):
         raise GumihoError(f"load_drafter needs the loaded target the drafter will draft for, got "
@@ -87,4 +97,4 @@ def random_drafter(target: Target, kind: str, seed: int, dtype: Optional[str] = 
     torch.manual_seed(seed)
     d = Drafter(DrafterConfig.for_target(target.config, kind))
     d = d.to(device=target.device, dtype=drafter_dtype(target, dtype)).eval().attach_target(target.model)
-    return d.use_int4() if drafter_int4(target, dtype) else d
+    return ready_to_draft(d.use_int4() if drafter_int4(target, dtype) else d)

@@ -1,9 +1,9 @@
-"""Which runtime a load uses (gumiho.runtimes): asked by name or by GUMIHO_RUNTIME,
-with 'auto' resolved to llama.cpp where it runs the embedded file and to the torch
-runtime everywhere else."""
+"""Which runtime a load uses (gumiho.runtimes): asked by name, with 'auto' (the
+default) resolved to llama.cpp where it runs the embedded file and to the torch
+runtime everywhere else. The library reads no environment for it: the command-line
+entry points and the app read GUMIHO_RUNTIME and pass it down."""
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import torch
@@ -17,9 +17,11 @@ RUNTIME_ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "float32":
 
 
 def pick_runtime(runtime: Optional[str]) -> str:
-    """'auto', 'torch' or 'llama.cpp', as asked; None reads GUMIHO_RUNTIME (unset:
-    'auto'). :func:`resolve_runtime` turns 'auto' into one of the other two."""
-    name = (runtime or os.environ.get("GUMIHO_RUNTIME") or "auto").strip().lower()
+    """'auto', 'torch' or 'llama.cpp', as asked (None or "": 'auto').
+    :func:`resolve_runtime` turns 'auto' into one of the other two."""
+    if not isinstance(runtime, (str, type(None))):
+        raise GumihoError(f"runtime must be a name ('auto', 'torch' or 'llama.cpp'); got {runtime!r}.")
+    name = (runtime or "auto").strip().lower()
     name = RUNTIME_ALIASES.get(name, name)
     if name not in RUNTIMES:
         raise GumihoError(f"Unknown runtime {runtime!r}: use 'auto' (the default), 'torch' (float32, any model) or "

@@ -24,11 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+from ..heads import HeadFamily
 from ..tree import DraftTree, TreeSettings
 from ..verifycost import VerifyCost
 
-# The head families the trees and events speak of; the app gives each its words and a hue.
-SERIAL, MLP, COPY, TARGET = "serial", "mlp", "copy", "target"
+# The head families the trees and events speak of (gumiho.heads); the app gives each its words and a hue.
+SERIAL, MLP, COPY, TARGET = HeadFamily.SERIAL, HeadFamily.MLP, HeadFamily.COPY, HeadFamily.TARGET
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Head:
     of proposer it belongs to ("gumiho", "eagle3", "medusa", "copy", ...), by which
     a reader may word it (the app calls Medusa's MLP heads "Medusa heads")."""
 
-    family: str
+    family: HeadFamily
     positions: tuple[int, ...]
     kind: str = field(default="", kw_only=True)
 

@@ -27,7 +27,6 @@ from typing import Optional, Sequence
 import torch
 import torch.nn.functional as F
 
-from ..cpulinear import pack_linears
 from ..drafter import Drafter, GrowingKV, causal_mask
 from ..tree import DraftTree, TreeSettings, select_nodes, tree_from_candidates
 from ..verifycost import best_node_count
@@ -112,8 +111,8 @@ class DraftSession(ProposerSession):
     root token."""
 
     def __init__(self, drafter: Drafter, context: Sequence[int] = ()):
-        if drafter.weight_device.type == "cpu":
-            pack_linears(drafter)  # pre-packed weights for the few-row products of drafting
+        # The drafter drafts as it was given: gumiho.loading prepares the drafters it
+        # loads once, at load (their CPU weights pre-packed: gumiho.loading.drafter).
         self.drafter = drafter
         self.cfg = drafter.cfg
         self.context = [int(t) for t in context]  # the prompt, then every token the target settled

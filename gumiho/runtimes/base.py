@@ -4,9 +4,10 @@ and the kernels that run the target's forwards.
 A runtime holds the target's weights in its own form and runs forwards over them:
 
     cache  = runtime.new_cache()                       an empty KV cache of one generation
-    states, logits = runtime.forward(tokens, past, cache, parents)
+    out = runtime.forward(tokens, past, cache, parents)
                                                        the tokens after ``past`` cached ones: a
-                                                       chain (parents None) or a draft tree
+                                                       chain (parents None) or a draft tree;
+                                                       out.states, out.logits (a Forward)
     runtime.keep(cache, past, kept)                    the cache keeps the root and the accepted
                                                        path of the last forward, as a one-token
                                                        decoder would have built it
@@ -22,9 +23,27 @@ blocks in llama.cpp).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
+
+
+class Forward(NamedTuple):
+    """What a target forward gives back.
+
+    ``states``: the final-norm states [T, H], what the LM head reads (None where the
+    runtime hands out inner layers only); ``logits``: [T, V], or [1, V] for the last
+    row; ``layer_states``: the inner layers a fused drafter asked for
+    (``feature_layers``), concatenated [T, k*H], else None."""
+
+    states: Optional[torch.Tensor]
+    logits: torch.Tensor
+    layer_states: Optional[torch.Tensor] = None
+
+    @property
+    def drafter_states(self) -> torch.Tensor:
+        """What the proposer is conditioned on: the inner layers it asked for, else the final states."""
+        return self.layer_states if self.layer_states is not None else self.states
 
 
 class Runtime(ABC):
@@ -38,7 +57,7 @@ class Runtime(ABC):
     flat_verify: bool = True
     # Whether it multiplies quantized weights (GGUF's 4-bit layouts): a one-token forward is
     # then cheap beside the drafter's step, so a drafter next to it drafts through 4-bit
-    # copies of its own weights too (gumiho.int4linear, where the CPU takes them).
+    # copies of its own weights too (gumiho.kernels.int4linear, where the CPU takes them).
     quantized: bool = False
 
     @abstractmethod
@@ -48,18 +67,18 @@ class Runtime(ABC):
     @abstractmethod
     def forward(self, tokens: list[int], past: int, cache, parents: Optional[list[int]] = None,
                 last_logits_only: bool = False, feature_layers: Optional[tuple] = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+                ) -> Forward:
         """One forward over ``tokens`` placed after the ``past`` tokens ``cache`` holds.
         ``parents`` None: a chain (token i at position past + i, each sees those before
         it). Otherwise a draft tree in parents-first order (-1 for the root): node i sits
         at past + its depth and sees the context, its ancestors and itself.
 
-        Returns the final-norm states [T, H] (what the LM head reads and a drafter is
-        conditioned on) and the logits [T, V], or with ``last_logits_only`` the last
-        row's [1, V]. With ``feature_layers`` (a fused drafter's, in transformers'
-        ``hidden_states`` numbering) the first value is instead those layers' states
-        concatenated [T, k*H]; a runtime that cannot hand them out refuses the drafter
-        in :meth:`check_proposer` before any forward."""
+        Returns a :class:`Forward`: the final-norm states [T, H] (what the LM head
+        reads and a drafter is conditioned on) and the logits [T, V], or with
+        ``last_logits_only`` the last row's [1, V]. With ``feature_layers`` (a fused
+        drafter's, in transformers' ``hidden_states`` numbering) also those layers'
+        states concatenated [T, k*H] (``layer_states``); a runtime that cannot hand
+        them out refuses the drafter in :meth:`check_proposer` before any forward."""
 
     @abstractmethod
     def keep(self, cache, past: int, kept: list[int]) -> None:

@@ -63,9 +63,9 @@ ALIASES = {"": DEFAULT_LAYOUT, "default": DEFAULT_LAYOUT, "shipped": SHIPPED_LAY
 
 
 def pick_layout(layout: Optional[str]) -> Layout:
-    """The layout a user named (None reads GUMIHO_LAYOUT; unset: the default)."""
+    """The layout a user named (None or "": the default)."""
     table = LAYOUTS
-    name = layout if layout is not None else os.environ.get("GUMIHO_LAYOUT", "")
+    name = layout if layout is not None else ""
     if not isinstance(name, str):
         raise GumihoError(f"layout must be one of {', '.join(table)}; got {name!r}.")
     key = ALIASES.get(name.strip().lower(), name.strip().lower())

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from ..errors import GumihoError
-from .base import Runtime, tree_depths
+from .base import Forward, Runtime, tree_depths
 
 BATCH = 512  # tokens per llama_decode call of the prompt's prefill
 # Tokens per llama_decode call after the prompt. llama.cpp's CPU kernels give a row the
@@ -176,7 +176,7 @@ class LlamaCppRuntime(Runtime):
     def forward(self, tokens, past, cache, parents=None, last_logits_only=False, feature_layers=None):
         if feature_layers:
             raise GumihoError(NO_INNER_STATES)
-        return cache.forward([int(t) for t in tokens], past, parents, last_logits_only)
+        return Forward(*cache.forward([int(t) for t in tokens], past, parents, last_logits_only))
 
     def keep(self, cache, past, kept):
         cache.keep(past, list(kept))

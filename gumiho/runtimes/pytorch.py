@@ -1,22 +1,28 @@
 """The torch runtime: the target's transformers model runs its own forwards, in the
 dtype it was loaded in (float32 on a CPU, half precision on a GPU).
 
-Any Hugging Face causal LM runs here. On a CPU the model's linear layers are
-pre-packed (gumiho.cpulinear), so a forward over a few rows costs about one one-token
-forward, as on a GPU: the cost curve drafting needs. It hands a drafter any inner
-layer's states (forward_with_features)."""
+Any Hugging Face causal LM runs here. The runtime owns what it changes: it runs a
+view of the model (:func:`runtime_view`: its own module objects over the same
+weights) and changes only that view. Every parameter is frozen there; on a CPU the
+view's linear layers are pre-packed (gumiho.kernels.cpulinear), so a forward over a few rows
+costs about one one-token forward, as on a GPU (the cost curve drafting needs), and
+its attention is the tree-verify one (gumiho.runtimes.treeattn). The model the caller gave
+keeps its classes, attention implementation, mode and requires_grad. The runtime
+hands a drafter any inner layer's states (forward_with_features)."""
 from __future__ import annotations
 
+import copy
 import inspect
 import threading
-from typing import Optional
 
 import torch
 
+from ..kernels.cpulinear import pack_linears
 from ..errors import GumihoError
-from ..kvcache import keep_tree_entries, new_cache
+from .kvcache import keep_tree_entries, new_cache
+from .treeattn import use_tree_attention
 from ..tree import tree_inputs
-from .base import Runtime, tree_depths
+from .base import Forward, Runtime, tree_depths
 
 _CACHE_KEYWORD: dict = {}
 
@@ -87,13 +93,36 @@ def forward_with_features(base, inputs: dict, layers) -> tuple:
     return out, torch.cat([got[i] for i in layers], dim=-1)
 
 
+def runtime_view(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``model``'s module objects (and config) over the same weights: every
+    parameter a new, frozen Parameter on the same storage, every buffer the same
+    tensor. Whatever is done to the view (classes swapped, attention implementation
+    set, eval mode) leaves ``model`` as it was, and no weight is copied."""
+    memo = {id(p): torch.nn.Parameter(p.detach(), requires_grad=False) for p in model.parameters()}
+    memo.update({id(b): b for b in model.buffers()})
+    return copy.deepcopy(model, memo).eval()
+
+
 class TorchRuntime(Runtime):
     name = "torch"
     flat_verify = True
 
     def __init__(self, model: torch.nn.Module, device: torch.device, dtype: torch.dtype):
+        """``model``: the module the runtime runs as it is (:meth:`for_model` makes one)."""
         self.model, self.device, self.dtype = model, torch.device(device), dtype
         self.weights = str(dtype).removeprefix("torch.")
+
+    @classmethod
+    def for_model(cls, model: torch.nn.Module, device, dtype: torch.dtype, packed: bool = True) -> "TorchRuntime":
+        """The runtime over a view of ``model`` (:func:`runtime_view`), prepared for
+        decoding: on a CPU, the linear layers packed (``packed``) and the tree-verify
+        attention where the model takes it."""
+        view = runtime_view(model)
+        if torch.device(device).type == "cpu":
+            if packed:
+                pack_linears(view)
+            use_tree_attention(view)
+        return cls(view, device, dtype)
 
     def new_cache(self):
         return new_cache()
@@ -115,7 +144,7 @@ class TorchRuntime(Runtime):
             out = base(**inputs)
         hidden = out.last_hidden_state[0]
         logits = self.model.get_output_embeddings()(hidden[-1:] if last_logits_only else hidden)
-        return (states[0] if feature_layers else hidden), logits
+        return Forward(hidden, logits, states[0] if feature_layers else None)
 
     def keep(self, cache, past, kept):
         keep_tree_entries(cache, past, kept)

@@ -162,7 +162,7 @@ def main(argv=None) -> int:
             loss=LossConfig(ce_weight=args.ce_weight, position_decay=args.position_decay, noise=args.noise,
                             reg_weight=args.reg_weight, top1_weight=args.top1_weight,
                             topk_weight=args.topk_weight, topk=args.topk, accept_weight=args.accept_weight))
-        summary = train(cfg, target.model, target.name, target.eos_ids, log=lambda m: print(m, flush=True))
+        summary = train(cfg, target.runtime_model, target.name, target.eos_ids, log=lambda m: print(m, flush=True))
         end_processes()
         if speak:
             print(json.dumps({k: summary[k] for k in ("kind", "steps", "wall_s", "parameters", "held_out")}, indent=2))

@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 
 from ..errors import GumihoError
-from ..machine import cpu_has_native_bf16
+from ..kernels.machine import cpu_has_native_bf16
 from . import data as tdata
 from .objective import LossConfig
 

@@ -34,7 +34,7 @@ def benchmark_sequences(target, prompts_file: str, limit: int | None, max_new_to
 
     convs = [Conversation(id=str(p.question_id), source=p.category, user_turns=[p.text], system=p.system)
              for p in load_prompts(prompts_file, limit)]
-    packed = distill_conversations(target.model, target.tokenizer, convs, batch_size=len(convs),
+    packed = distill_conversations(target.runtime_model, target.tokenizer, convs, batch_size=len(convs),
                                    max_new_tokens=max_new_tokens)
     return [tdata.Sequence(ids.long(), mask, hid) for ids, mask, hid in shards.iter_sequences(packed)]
 

@@ -103,7 +103,7 @@ def main(argv=None) -> int:
             layers = default_feature_layers(n_layers)
         if max(layers) > n_layers or min(layers) < 0:
             raise GumihoError(f"--layers must lie in 0..{n_layers} for {target.name}, got {list(layers)}")
-        summary = run(target.model.eval(), args.data, args.out, layers, args.max_tokens)
+        summary = run(target.runtime_model, args.data, args.out, layers, args.max_tokens)
         print(f"layers {list(layers)}: {summary}")
         return 0
     except GumihoError as e:

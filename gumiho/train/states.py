@@ -27,10 +27,6 @@ from typing import Optional, Sequence
 import torch
 
 
-def needed_layers(num_layers: int, feature_layers: Optional[Sequence[int]]) -> list[int]:
-    """The ``hidden_states`` entries a forward must hand back: the final-norm state
-    (entry N) and the feature layers."""
-    return sorted({num_layers, *(feature_layers or ())})
 
 
 @torch.no_grad()

@@ -53,6 +53,10 @@ def running_app(timeout: float = 120.0) -> AppServer:
                GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
     # One torch thread leaves the other core to the browser and the test clients.
     env.setdefault("OMP_NUM_THREADS", "1")
+    # The server's operator's choice, as GUMIHO_RUNTIME=torch python app.py: the default
+    # model on the torch runtime only (the race runs float32 by default either way; this
+    # spares the server a second runtime's load and warm-up beside the browser).
+    env.setdefault("GUMIHO_RUNTIME", "torch")
     log = tempfile.NamedTemporaryFile("w", prefix="gumiho-app-", suffix=".log", delete=False)
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -22,6 +22,7 @@ if not os.path.exists(CHROMIUM):
                 allow_module_level=True)
 from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
 
+from app.race_plots import RACE_PLOTS  # noqa: E402
 from app_server import ROOT, running_app  # noqa: E402
 from test_figures_browser import OVERLAPS  # noqa: E402
 
@@ -33,6 +34,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--no-first-run"]
 MODEL_READY_S = 300_000  # ms: loading the default model on a busy 2-core machine
 RUN_S = 300_000
+PLOTS = [f"#{plot.elem_id}" for plot in RACE_PLOTS]  # the race's plots, as the page builds them
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +114,7 @@ def test_race_and_screenshot(server, browser):
         assert b > r
     assert "draft position" in page.locator("#gm-gumiho s.ghost").first.get_attribute("title")
     # Live figures and plots.
-    for sel in ("#gm-acc-plot", "#gm-hist-plot", "#gm-speed-plot"):
+    for sel in PLOTS:  # every plot of the race's table drawn
         assert page.locator(f"{sel} .main-svg").count() >= 1, sel
     assert page.locator("#gm-acc-plot text:has-text('unconditional')").count() >= 1
     assert page.locator("#gm-acc-plot text:has-text('conditional')").count() >= 2
@@ -128,7 +130,7 @@ def test_race_and_screenshot(server, browser):
         page.set_viewport_size({"width": width, "height": 1000})
         page.wait_for_timeout(600)  # the plots' relayout
         check_the_layout(page)
-        check_no_text_over_text(page, "#gm-acc-plot", "#gm-hist-plot", "#gm-speed-plot")
+        check_no_text_over_text(page, *PLOTS)
         page.screenshot(path=os.path.join(SHOTS, f"race_{width}.png"), full_page=True)
     page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
 

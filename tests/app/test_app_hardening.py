@@ -19,19 +19,18 @@ from app.access import Access
 from app.treeplot import tree_figure
 from app.hub import ModelHub, Resolved, _random_drafter
 from app.jobs import BUSY, ModelThread
-from app.inputs import parse_request
-from app.race import compute_race, replay_frames
+from app.inputs import RaceForm, parse_request
+from app.race_run import compute_race, replay_frames
 from app.race_summary import error_summary
 from app.render import render_result, render_run, render_stats
-from app.tokens import DrafterLayout
+from app.run_views import DrafterLayout
 
 from helpers import tiny_target
 from test_app_render import TOK
 
 
 def request(prompt="Hello there", max_new=8, target="", drafter_path="", access=None, **kw):
-    return parse_request(prompt, max_new, kw.get("temperature", 0.0), 1.0, kw.get("seed", 0), 3, 2, 4,
-                         kw.get("kind", "gumiho"), target, drafter_path, access=access)
+    return parse_request(RaceForm(prompt, max_new, kw.get("temperature", 0.0), 1.0, kw.get("seed", 0), 3, 2, 4, kw.get("kind", "gumiho"), target, drafter_path), access=access)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +60,7 @@ def api(hub, prompt, max_new_tokens=512, **kw):
     args = dict(temperature=0.0, top_p=1.0, seed=0, tree_depth=3, tree_top_k=2, tree_nodes=4, drafter="gumiho",
                 target="", drafter_path="", tree_cost_aware=False)
     args.update(kw)
-    return layout.api_race(hub, prompt, max_new_tokens, *args.values())
+    return layout.api_race(hub, RaceForm(prompt, max_new_tokens, **args))
 
 
 # ----------------------------------------------------------------------------- cancellation and the queue
@@ -214,9 +213,9 @@ def test_error_summary_of_an_unsendable_prompt_is_json():
 
 def test_registry_names_in_the_target_box():
     paper = request(target="amd/Gumiho-vicuna-7b")
-    assert paper.target_id == "lmsys/vicuna-7b-v1.3" and paper.drafter_path == "amd/Gumiho-vicuna-7b"
+    assert paper.target == "lmsys/vicuna-7b-v1.3" and paper.drafter_path == "amd/Gumiho-vicuna-7b"
     shipped = request(target="smollm2-135m-serial")
-    assert shipped.target_id == "" and shipped.drafter_kind == "serial"
+    assert shipped.target == "" and shipped.drafter == "serial"
 
 
 # ----------------------------------------------------------------------------- a public deployment

@@ -15,8 +15,8 @@ from app.hub import ModelHub, _random_drafter
 from app.layout import build_app, load_examples
 from app.render import render_banner
 from app.tabs import walkthrough as walk_tab
-from app.walkthrough import PAPER_TREE
-from app.tokens import DrafterLayout
+from app.walk_steps import PAPER_TREE
+from app.run_views import DrafterLayout
 
 from helpers import ready_hub, tiny_target
 from test_app_render import TOK
@@ -105,21 +105,23 @@ def test_the_walkthrough_shows_its_progress_while_it_generates():
     hub = ready_hub(target, _random_drafter(target, "gumiho"))
 
     async def outputs():
-        return [out async for out in walk_tab.walk_run(hub, "Hello there", 16, PAPER_TREE, "gumiho", 3, 2, 5, "",
-                                                       "")]
+        values = dict(prompt="Hello there", max_new_tokens=16, walk_tree=PAPER_TREE, drafter="gumiho", tree_depth=3,
+                      tree_top_k=2, tree_nodes=5, target="", drafter_path="", tree_cost_aware=None,
+                      copy_from_context=None, tree_shape=None)
+        return [out async for out in walk_tab.walk_run(hub, values)]
 
     seen = asyncio.run(outputs())
-    progress = [html.unescape(out[0]) for out in seen[:-1]]
+    progress = [html.unescape(out["status"]) for out in seen[:-1]]
     assert progress and all("Generating with the paper's tree shape" in p or "Waiting for the model" in p
                             for p in progress), progress
     assert any("of at most 16 tokens" in p for p in progress)
-    assert "verify steps for" in seen[-1][0] and seen[-1][1] is not None  # then the walk itself
+    assert "verify steps for" in seen[-1]["status"] and seen[-1]["walk"] is not None  # then the walk itself
 
 
 def test_the_race_says_it_is_reading_a_long_prompt():
     """Issue 54, item 4: the longest prompt took a minute to read with nothing on the page.
     The prefill is held until the banner has said so (a real race, its page event)."""
-    from app.inputs import parse_request
+    from app.inputs import RaceForm, parse_request
     from app.tabs import race as race_tab
 
     target = tiny_target("llama", vocab=320, hidden=32, eos=319, ctx=4096, seed=5)
@@ -135,13 +137,13 @@ def test_the_race_says_it_is_reading_a_long_prompt():
     target.forward = held_prefill
     hub = ready_hub(target, _random_drafter(target, "gumiho"))
     prompt = "The river runs past the mill. " * 60  # 1,800 byte tokens
-    req = parse_request(prompt, 2, 0.0, 1.0, 0, 3, 2, 4, "gumiho", "", "", access=hub.access)
+    req = parse_request(RaceForm(prompt, 2, 0.0, 1.0, 0, 3, 2, 4, "gumiho", "", ""), access=hub.access)
     rid = race_tab.RUNS.new()
 
     async def banners():
         out = []
-        async for item in race_tab.race_compute(hub, rid, req):
-            out.append(html.unescape(str(item[1])))
+        async for item in race_tab.race_compute(hub, {"run_id": rid, "request": req}):
+            out.append(html.unescape(str(item.get("status"))))
             if "Reading the prompt" in out[-1]:
                 said.set()
         return out

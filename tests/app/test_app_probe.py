@@ -20,11 +20,11 @@ import pytest
 from gumiho import GumihoError, StepEvent, EmittedToken
 from app.access import Access
 from app.hub import ModelHub, Resolved, _random_drafter
-from app.inputs import parse_request
+from app.inputs import RaceForm, parse_request
 from app.server import serve
 from app.tabs import race as race_tab
 from app.tabs.shared import friendly
-from app.tokens import record
+from app.run_views import record
 
 from helpers import tiny_target
 from test_app_render import TOK, b
@@ -213,11 +213,15 @@ def test_runs_beyond_the_bound_are_refused_with_the_documented_words(probe_serve
 
 
 def test_stop_with_no_run_in_flight_says_nothing():
-    assert race_tab.stop_race("") is not None and not isinstance(race_tab.stop_race(""), str)
-    assert isinstance(race_tab.stop_race("no-such-run"), type(gr.skip()))
+    from app.tabs.shared import by_name
+
+    run_id, status = gr.State(""), gr.HTML("")
+    stop = by_name(race_tab.stop_race, {"run_id": run_id}, {"status": status})  # as the page wires it
+    assert stop({run_id: ""}) is not None and not isinstance(stop({run_id: ""}), str)
+    assert isinstance(stop({run_id: "no-such-run"}), type(gr.skip()))
     rid = race_tab.RUNS.new()
     try:
-        assert "Stopping both columns" in race_tab.stop_race(rid)
+        assert "Stopping both columns" in stop({run_id: rid})
     finally:
         race_tab.RUNS.end(rid)
 
@@ -266,9 +270,8 @@ def test_a_drafter_for_another_target_is_refused_from_the_names(monkeypatch):
     for access in (PUBLIC, LOCAL):
         for target, drafter in cases:
             with pytest.raises(GumihoError, match=r"is the paper's drafter for .*, not for "):
-                parse_request("hi", 4, 0.0, 1.0, 0, 3, 2, 4, "gumiho", target, drafter, access=access)
-        matched = parse_request("hi", 4, 0.0, 1.0, 0, 3, 2, 4, "gumiho", "lmsys/vicuna-7b-v1.3",
-                                "amd/Gumiho-vicuna-7b", access=access)
+                parse_request(RaceForm("hi", 4, 0.0, 1.0, 0, 3, 2, 4, "gumiho", target, drafter), access=access)
+        matched = parse_request(RaceForm("hi", 4, 0.0, 1.0, 0, 3, 2, 4, "gumiho", "lmsys/vicuna-7b-v1.3", "amd/Gumiho-vicuna-7b"), access=access)
         assert matched.drafter_path == "amd/Gumiho-vicuna-7b"
 
 

@@ -14,13 +14,13 @@ import pytest
 from gumiho import EmittedToken, GenerationSettings, GumihoError, RejectedToken, StepEvent, TreeSettings, stream
 from app import figures, palette, treeplot
 from app.hub import ModelHub, Resolved
-from app.inputs import DEVICE_TREE, MAX_PROMPT_CHARS, parse_request
-from app.race import Runs, compute_race, in_background, replay_frames
+from app.inputs import DEVICE_TREE, MAX_PROMPT_CHARS, RaceForm, parse_request
+from app.race_run import Runs, compute_race, in_background, replay_frames
 from app.race_summary import summary
 from app.render import esc, render_legend, render_result, render_stats, render_steps, visible
-from app.tokens import Detokenizer, DrafterLayout, RaceResult, record, step_views
+from app.run_views import Detokenizer, DrafterLayout, RaceResult, record, step_views
 from app.hub import _random_drafter
-from app.walkthrough import PAPER_TREE, PLAY_INTERVAL_S, RACE_TREE, TREE_CHOICES, WALK_TREE, Walk, WalkStep, choices_table, \
+from app.walk_steps import PAPER_TREE, PLAY_INTERVAL_S, RACE_TREE, TREE_CHOICES, WALK_TREE, Walk, WalkStep, choices_table, \
     compute_walk, step_figure, step_header, text_so_far, walk_request
 
 from helpers import OracleDrafter, ready_hub, tiny_target
@@ -423,17 +423,16 @@ def ok_args(**kw):
 def test_bad_input_gives_clear_messages(kw, match):
     a = ok_args(**kw)
     with pytest.raises(GumihoError, match=match):
-        parse_request(a["prompt"], a["max_new_tokens"], a["temperature"], a["top_p"], a["seed"], a["depth"],
-                      a["top_k"], a["budget"])
+        parse_request(RaceForm(a["prompt"], a["max_new_tokens"], a["temperature"], a["top_p"], a["seed"], a["depth"], a["top_k"], a["budget"]))
 
 
 def test_good_input_makes_settings():
-    req = parse_request("Grüße 🦊 <script>", 16.0, 0.7, 0.9, None, 5, 3, 12, "serial", " org/model ", "")
+    req = parse_request(RaceForm("Grüße 🦊 <script>", 16.0, 0.7, 0.9, None, 5, 3, 12, "serial", " org/model ", ""))
     assert req.settings.max_new_tokens == 16 and req.settings.temperature == 0.7 and req.settings.seed == 0
     assert req.settings.tree.depth == 5 and req.settings.tree.total_tokens == 12
-    assert req.drafter_kind == "serial" and req.target_id == "org/model"
+    assert req.drafter == "serial" and req.target == "org/model"
     with pytest.raises(GumihoError, match="Unknown drafter"):
-        parse_request("hi", 8, 0, 1, 0, 6, 4, 20, "medusa")
+        parse_request(RaceForm("hi", 8, 0, 1, 0, 6, 4, 20, "medusa"))
 
 
 # ----------------------------------------------------------------------------- end to end on a tiny target
@@ -456,7 +455,7 @@ def tiny_hub():
 
 def test_race_on_tiny_target_is_lossless_and_summarised(tiny_hub):
     hub, ref = tiny_hub
-    req = parse_request("Hello there", 40, 0.0, 1.0, 0, 6, 4, 20)
+    req = parse_request(RaceForm("Hello there", 40, 0.0, 1.0, 0, 6, 4, 20))
     res = compute_race(hub, req, threading.Event())
     v_tokens = [t for e in res.vanilla.events for t in e.tokens]
     g_tokens = [t for e in res.gumiho.events for t in e.tokens]
@@ -479,7 +478,7 @@ def test_race_on_tiny_target_is_lossless_and_summarised(tiny_hub):
     # The cost-aware box: the verify cost is measured on the first race that asks for it.
     target = hub.resolve().target
     assert target.verify_cost is None
-    aware = compute_race(hub, parse_request("Hello there", 40, 0.0, 1.0, 0, 6, 4, 20, cost_aware=True),
+    aware = compute_race(hub, parse_request(RaceForm("Hello there", 40, 0.0, 1.0, 0, 6, 4, 20, tree_cost_aware=True)),
                          threading.Event())
     assert [t for e in aware.gumiho.events for t in e.tokens] == v_tokens
     assert target.verify_cost is not None and target.verify_cost.max_tokens == 21
@@ -489,14 +488,14 @@ def test_stopped_race_releases_and_says_so(tiny_hub):
     hub, _ = tiny_hub
     stop = threading.Event()
     stop.set()
-    res = compute_race(hub, parse_request("Hello there", 40, 0.0, 1.0, 0, 6, 4, 20), stop)
+    res = compute_race(hub, parse_request(RaceForm("Hello there", 40, 0.0, 1.0, 0, 6, 4, 20)), stop)
     assert res.vanilla.stopped and res.gumiho.stopped and not res.gumiho.events
     assert "Stopped" in render_result(res)
 
 
 def test_walkthrough_on_tiny_target(tiny_hub):
     hub, _ = tiny_hub
-    walk = compute_walk(hub, parse_request("Hello there", 20, 0.0, 1.0, 0, 6, 4, 20))
+    walk = compute_walk(hub, parse_request(RaceForm("Hello there", 20, 0.0, 1.0, 0, 6, 4, 20)))
     assert walk.steps
     i = next(k for k, s in enumerate(walk.steps) if s.accepted_length > 0)
     s = walk.steps[i]
@@ -515,7 +514,7 @@ def test_walkthrough_on_tiny_target(tiny_hub):
     assert "none was verified" in step_header(bare, 0)
     # A fixed tree says nothing of cost; a cost-aware walk names its cap.
     assert walk.cost_aware_cap == 0 and "verify forward on this machine" not in head
-    aware = compute_walk(hub, parse_request("Hello there", 20, 0.0, 1.0, 0, 6, 4, 20, cost_aware=True))
+    aware = compute_walk(hub, parse_request(RaceForm("Hello there", 20, 0.0, 1.0, 0, 6, 4, 20, tree_cost_aware=True)))
     assert aware.cost_aware_cap == 20
     assert "the best of up to 20 whose chances of acceptance pay" in step_header(aware, i)
     table = choices_table(walk, i)
@@ -535,7 +534,7 @@ def gumiho_hub():
 
 
 def test_walkthrough_defaults_to_the_papers_tree_with_every_head(gumiho_hub):
-    req = walk_request("Hello there", 12, None, 3, 4, 5)  # the race's controls say 5 nodes, depth 3: ignored
+    req = walk_request(RaceForm("Hello there", 12, tree_depth=3, tree_top_k=4, tree_nodes=5), None)  # the race's controls say 5 nodes, depth 3: ignored
     assert req.settings.tree == WALK_TREE and req.settings.temperature == 0
     assert (WALK_TREE.depth, WALK_TREE.total_tokens) == (7, 63) and not WALK_TREE.cost_aware
     walk = compute_walk(gumiho_hub, req)
@@ -568,21 +567,21 @@ def test_walkthrough_defaults_to_the_papers_tree_with_every_head(gumiho_hub):
 
 
 def test_walkthrough_race_tree_switch_gives_the_races_settings(gumiho_hub):
-    race = parse_request("Hello there", 12, 0.0, 1.0, 0, 3, 2, 5, cost_aware=True).settings.tree
-    req = walk_request("Hello there", 12, RACE_TREE, 3, 2, 5, cost_aware=True)
+    race = parse_request(RaceForm("Hello there", 12, 0.0, 1.0, 0, 3, 2, 5, tree_cost_aware=True)).settings.tree
+    req = walk_request(RaceForm("Hello there", 12, tree_depth=3, tree_top_k=2, tree_nodes=5, tree_cost_aware=True), RACE_TREE)
     assert req.settings.tree == race and req.settings.tree != WALK_TREE
-    walk = compute_walk(gumiho_hub, walk_request("Hello there", 12, RACE_TREE, 3, 2, 5, cost_aware=False))
+    walk = compute_walk(gumiho_hub, walk_request(RaceForm("Hello there", 12, tree_depth=3, tree_top_k=2, tree_nodes=5, tree_cost_aware=False), RACE_TREE))
     assert walk.tree_label == "the race's tree" and all(max(s.depths) <= 3 and s.drafted <= 5 for s in walk.steps)
-    assert walk_request("Hello there", 12, PAPER_TREE, 3, 2, 5).settings.tree == WALK_TREE
+    assert walk_request(RaceForm("Hello there", 12, tree_depth=3, tree_top_k=2, tree_nodes=5), PAPER_TREE).settings.tree == WALK_TREE
     # With the paper's tree the race's controls are not read, so a value the race refuses does not matter;
     # with the race's, it is refused as in the race.
-    assert walk_request("Hello there", 12, PAPER_TREE, 99, 2, 5).settings.tree == WALK_TREE
+    assert walk_request(RaceForm("Hello there", 12, tree_depth=99, tree_top_k=2, tree_nodes=5), PAPER_TREE).settings.tree == WALK_TREE
     with pytest.raises(GumihoError, match="Tree depth"):
-        walk_request("Hello there", 12, RACE_TREE, 99, 2, 5)
+        walk_request(RaceForm("Hello there", 12, tree_depth=99, tree_top_k=2, tree_nodes=5), RACE_TREE)
     with pytest.raises(GumihoError, match="Unknown tree"):
-        walk_request("Hello there", 12, "huge", 3, 2, 5)
+        walk_request(RaceForm("Hello there", 12, tree_depth=3, tree_top_k=2, tree_nodes=5), "huge")
     with pytest.raises(GumihoError, match="Max new tokens"):
-        walk_request("Hello there", 1000, PAPER_TREE, 3, 2, 5)
+        walk_request(RaceForm("Hello there", 1000, tree_depth=3, tree_top_k=2, tree_nodes=5), PAPER_TREE)
     assert [v for _, v in TREE_CHOICES] == [PAPER_TREE, RACE_TREE]
 
 
@@ -611,14 +610,14 @@ def test_choices_table_names_copied_nodes():
 
 def test_tree_settings_reach_the_engine():
     # A sanity check that the app's tree controls build valid engine settings.
-    req = parse_request("x", 4, 0, 1, 0, 3, 2, 5)
+    req = parse_request(RaceForm("x", 4, 0, 1, 0, 3, 2, 5))
     assert isinstance(req.settings.tree, TreeSettings) and req.settings.tree.validate()
-    assert (req.settings.tree.depth, req.settings.tree.top_k, req.settings.tree.total_tokens) == (3, 2, 5)
+    assert (req.settings.tree.depth, req.settings.tree.serial_top_k, req.settings.tree.total_tokens) == (3, 2, 5)
     assert req.settings.tree.cost_aware == DEVICE_TREE.cost_aware  # left out: the device's default
-    assert parse_request("x", 4, 0, 1, 0, 3, 2, 5, cost_aware=False).settings.tree.cost_aware is False
-    assert parse_request("x", 4, 0, 1, 0, 3, 2, 5, cost_aware="true").settings.tree.cost_aware is True
+    assert parse_request(RaceForm("x", 4, 0, 1, 0, 3, 2, 5, tree_cost_aware=False)).settings.tree.cost_aware is False
+    assert parse_request(RaceForm("x", 4, 0, 1, 0, 3, 2, 5, tree_cost_aware="true")).settings.tree.cost_aware is True
     with pytest.raises(GumihoError, match="Size trees by measured cost must be true or false"):
-        parse_request("x", 4, 0, 1, 0, 3, 2, 5, cost_aware="maybe")
+        parse_request(RaceForm("x", 4, 0, 1, 0, 3, 2, 5, tree_cost_aware="maybe"))
 
 
 def _rss_mb() -> float:
@@ -632,7 +631,7 @@ def _rss_mb() -> float:
 @pytest.mark.skipif(not __import__("os").path.exists("/proc/self/status"), reason="reads Linux /proc")
 def test_memory_flat_over_fifty_generations_and_after_stops(tiny_hub):
     hub, _ = tiny_hub
-    req = parse_request("Hello there", 40, 0.0, 1.0, 0, 6, 4, 20)
+    req = parse_request(RaceForm("Hello there", 40, 0.0, 1.0, 0, 6, 4, 20))
     for _ in range(40):  # warm-up: allocator pools and per-shape kernel caches fill, then stay
         compute_race(hub, req, threading.Event())
     base = _rss_mb()
@@ -686,16 +685,16 @@ def test_copy_from_context_reaches_the_race_and_the_walkthrough(monkeypatch):
     hub._ready.set()
     monkeypatch.setattr(hub, "_drafter_for", lambda *a: (drafter, True, "test"))
     prompt = "one two three, one two three, one two"
-    plain = compute_race(hub, parse_request(prompt, 30, 0.0, 1.0, 0, 3, 2, 5, copy=False), threading.Event())
-    copying = compute_race(hub, parse_request(prompt, 30, 0.0, 1.0, 0, 3, 2, 5, copy=True), threading.Event())
+    plain = compute_race(hub, parse_request(RaceForm(prompt, 30, 0.0, 1.0, 0, 3, 2, 5, copy_from_context=False)), threading.Event())
+    copying = compute_race(hub, parse_request(RaceForm(prompt, 30, 0.0, 1.0, 0, 3, 2, 5, copy_from_context=True)), threading.Event())
     tokens = [t for e in plain.vanilla.events for t in e.tokens]
     assert [t for e in copying.gumiho.events for t in e.tokens] == tokens == \
         [t for e in plain.gumiho.events for t in e.tokens]
     assert plain.gumiho.layout.copy == 0 and copying.gumiho.layout.copy > 0
     assert "copying from the context" in copying.notes[0] and "copying" not in plain.notes[0]
     assert sum(e.copy_nodes for e in copying.gumiho.events) > 0  # the prompt repeats: copy nodes were drafted
-    walk = compute_walk(hub, walk_request(prompt, 12, RACE_TREE, 3, 2, 5, copy=True))
+    walk = compute_walk(hub, walk_request(RaceForm(prompt, 12, tree_depth=3, tree_top_k=2, tree_nodes=5, copy_from_context=True), RACE_TREE))
     assert walk.layout.copy > 0 and any("copy" in s.heads for s in walk.steps)
-    assert parse_request("x", 4, 0, 1, 0, 3, 2, 5).copy is COPY_DEFAULT
+    assert parse_request(RaceForm("x", 4, 0, 1, 0, 3, 2, 5)).copy_from_context is COPY_DEFAULT
     with pytest.raises(GumihoError, match="Copy from the context must be true or false"):
-        parse_request("x", 4, 0, 1, 0, 3, 2, 5, copy="sometimes")
+        parse_request(RaceForm("x", 4, 0, 1, 0, 3, 2, 5, copy_from_context="sometimes"))

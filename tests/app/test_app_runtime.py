@@ -9,8 +9,8 @@ import pytest
 from gumiho.errors import GumihoError
 
 from app.hub import ModelHub
-from app.inputs import RACE_WEIGHTS, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, parse_request
-from app.race import compute_race
+from app.inputs import RACE_WEIGHTS, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
+from app.race_run import compute_race
 from app.race_summary import summary
 from app.render import render_result
 
@@ -30,7 +30,7 @@ def hub():
 
 
 def race(hub, weights="", kind="gumiho", max_new=24, tree=(3, 4, 5)):
-    req = parse_request(PROMPT, max_new, 0.0, 1.0, 0, *tree, kind, "", "", weights=weights)
+    req = parse_request(RaceForm(PROMPT, max_new, 0.0, 1.0, 0, *tree, kind, "", "", target_weights=weights))
     return compute_race(hub, req, threading.Event())
 
 
@@ -88,8 +88,8 @@ def test_an_inner_layer_drafter_races_in_float32_or_is_refused_as_stored(hub):
 def test_weights_the_page_does_not_offer_are_refused_in_words():
     assert RACE_WEIGHTS == (WEIGHTS_AS_STORED, WEIGHTS_FLOAT32)
     with pytest.raises(GumihoError, match="Unknown target weights"):
-        parse_request(PROMPT, 8, 0.0, 1.0, 0, 3, 4, 5, weights="int2")
-    assert parse_request(PROMPT, 8, 0.0, 1.0, 0, 3, 4, 5).weights == ""
+        parse_request(RaceForm(PROMPT, 8, 0.0, 1.0, 0, 3, 4, 5, target_weights="int2"))
+    assert parse_request(RaceForm(PROMPT, 8, 0.0, 1.0, 0, 3, 4, 5)).target_weights == ""
 
 
 def test_as_stored_weights_without_llamacpp_are_refused_in_words():

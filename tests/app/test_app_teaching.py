@@ -16,12 +16,12 @@ from gumiho import TreeSettings
 from gumiho.bench.records import SET_NAMES, load, record_speedup
 from app import figures, treeplot
 from app.hub import ModelHub
-from app.inputs import MAX_WAITING, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, parse_request
+from app.inputs import MAX_WAITING, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, RaceForm, parse_request
 from app.layout import build_app
-from app.race import compute_race
+from app.race_run import compute_race
 from app.render import render_legend, render_result
 from app.tabs import race_settings
-from app.tokens import DrafterLayout
+from app.run_views import DrafterLayout
 
 from helpers import ROOT
 from test_app_render import tiny_hub  # noqa: F401  (a fixture)
@@ -83,10 +83,10 @@ def test_the_plot_legend_sits_below_the_plot_not_on_its_title():
 
 def test_a_race_records_its_trees_depth_and_says_what_was_not_drafted(tiny_hub):  # noqa: F811
     hub, _ = tiny_hub
-    res = compute_race(hub, parse_request("Hello there", 24, 0.0, 1.0, 0, 3, 2, 5), threading.Event())
+    res = compute_race(hub, parse_request(RaceForm("Hello there", 24, 0.0, 1.0, 0, 3, 2, 5)), threading.Event())
     assert res.gumiho.layout.tree_depth == 3 and res.gumiho.layout.not_drafted() == (4, 5, 6, 7)
     assert "positions 4–7 not drafted (tree depth 3)" in render_result(res)
-    deep = compute_race(hub, parse_request("Hello there", 24, 0.0, 1.0, 0, 3, 2, 5, shape=PAPER_SHAPE),
+    deep = compute_race(hub, parse_request(RaceForm("Hello there", 24, 0.0, 1.0, 0, 3, 2, 5, tree_shape=PAPER_SHAPE)),
                         threading.Event())
     assert deep.gumiho.layout.not_drafted() == () and "not drafted" not in render_result(deep)
 
@@ -95,12 +95,12 @@ def test_a_race_records_its_trees_depth_and_says_what_was_not_drafted(tiny_hub):
 
 
 def test_the_paper_shape_ignores_the_tree_controls():
-    req = parse_request("hi", 8, 0.0, 1.0, 0, 99, -4, "x", shape=PAPER_SHAPE)  # controls neither used nor checked
+    req = parse_request(RaceForm("hi", 8, 0.0, 1.0, 0, 99, -4, "x", tree_shape=PAPER_SHAPE))  # controls neither used nor checked
     assert req.settings.tree == PAPER_TREE_SETTINGS
     assert (PAPER_TREE_SETTINGS.depth, PAPER_TREE_SETTINGS.total_tokens) == (7, 63)
-    assert parse_request("hi", 8, 0.0, 1.0, 0, 3, 2, 5, shape=SIZED_SHAPE).settings.tree.depth == 3
+    assert parse_request(RaceForm("hi", 8, 0.0, 1.0, 0, 3, 2, 5, tree_shape=SIZED_SHAPE)).settings.tree.depth == 3
     with pytest.raises(Exception, match="Unknown tree"):
-        parse_request("hi", 8, 0.0, 1.0, 0, 3, 2, 5, shape="huge")
+        parse_request(RaceForm("hi", 8, 0.0, 1.0, 0, 3, 2, 5, tree_shape="huge"))
 
 
 def test_the_page_has_the_paper_tree_button_and_says_its_cost():

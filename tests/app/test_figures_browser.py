@@ -20,7 +20,7 @@ from playwright import sync_api  # noqa: E402
 from gumiho import GenerationStats  # noqa: E402
 from app import figures, treeplot  # noqa: E402
 from app.inputs import PAPER_TREE_SETTINGS  # noqa: E402
-from app.tokens import DrafterLayout  # noqa: E402
+from app.run_views import DrafterLayout  # noqa: E402
 
 PLOTLY_JS = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]

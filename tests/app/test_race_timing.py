@@ -1,4 +1,4 @@
-"""How the race is timed (app.race): vanilla and Gumiho advanced in alternation,
+"""How the race is timed (app.race_run): vanilla and Gumiho advanced in alternation,
 balanced by the tokens each has produced, each on its own clock.
 
 On a tiny random-weight target: the alternating race produces exactly what
@@ -22,10 +22,10 @@ import torch
 
 import gumiho
 from gumiho import EmittedToken, StepEvent
-from app import race
+from app import race_run as race
 from app.hub import ModelHub, Resolved, _random_drafter
-from app.inputs import parse_request
-from app.race import Progress, compute_race, replay_frames
+from app.inputs import RaceForm, parse_request
+from app.race_run import Progress, compute_race, replay_frames
 from app.race_summary import summary
 from app.render import render_result, speedup
 
@@ -46,7 +46,7 @@ class Bytes:
 
 
 def request(max_new=40):
-    return parse_request("Hello there", max_new, 0.0, 1.0, 0, 3, 2, 4, cost_aware=False)
+    return parse_request(RaceForm("Hello there", max_new, 0.0, 1.0, 0, 3, 2, 4, tree_cost_aware=False))
 
 
 # ----------------------------------------------------------------------------- on a tiny target

@@ -23,9 +23,9 @@ from app import gpu
 from app import hub as hub_module
 from app.hub import ModelHub, _random_drafter
 from app.jobs import ModelThread
-from app.inputs import DEVICE_TREE, parse_request
-from app.race import Progress, compute_race
-from app.walkthrough import compute_walk
+from app.inputs import DEVICE_TREE, RaceForm, parse_request
+from app.race_run import Progress, compute_race
+from app.walk_steps import compute_walk
 
 from helpers import ROOT, ready_hub, tiny_target
 from test_app_render import END, TOK
@@ -53,10 +53,10 @@ def test_a_cuda_device_gets_the_papers_tree(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert gpu.model_device() == "cuda"
     tree = TreeSettings.for_device(gpu.model_device())
-    assert (tree.total_tokens, tree.depth, tree.top_k, tree.full_tree) == (63, 7, 10, True)
+    assert (tree.total_tokens, tree.depth, tree.serial_top_k, tree.full_tree) == (63, 7, 10, True)
     # The default model is loaded on that device.
     asked = []
-    monkeypatch.setattr(hub_module, "load_target", lambda name=None, device=None, dtype=None: asked.append(device))
+    monkeypatch.setattr(hub_module, "load_target", lambda name=None, device=None, **kw: asked.append(device))
     ModelHub(warmup=False)._default_loader()
     assert asked == ["cuda"]
 
@@ -119,7 +119,7 @@ def tokens(run):
 
 
 def test_a_race_and_a_walk_take_the_zerogpu_path_with_the_same_result(tiny_hub, zero_gpu):
-    req = parse_request("Hello there", 8, 0.0, 1.0, 0, 3, 2, 4)
+    req = parse_request(RaceForm("Hello there", 8, 0.0, 1.0, 0, 3, 2, 4))
     direct = compute_race(tiny_hub, req, threading.Event())
     assert tokens(direct.vanilla) == tokens(direct.gumiho) and len(tokens(direct.vanilla)) == 8
 
@@ -140,7 +140,7 @@ def test_a_race_and_a_walk_take_the_zerogpu_path_with_the_same_result(tiny_hub, 
 
 def test_a_jobs_message_and_a_zerogpu_refusal_reach_the_page(tiny_hub, zero_gpu, monkeypatch):
     loading = ModelHub(default_loader=lambda: None, warmup=False)  # not started: "still loading"
-    req = parse_request("Hello there", 8, 0.0, 1.0, 0, 3, 2, 4)
+    req = parse_request(RaceForm("Hello there", 8, 0.0, 1.0, 0, 3, 2, 4))
     with pytest.raises(GumihoError, match="still loading"):
         gpu.on_gpu(compute_race)(loading, req, threading.Event())
 
@@ -153,11 +153,11 @@ def test_a_jobs_message_and_a_zerogpu_refusal_reach_the_page(tiny_hub, zero_gpu,
 
 def test_a_gpu_call_asks_for_time_by_the_size_of_the_request(monkeypatch):
     monkeypatch.delenv("GUMIHO_GPU_DURATION", raising=False)
-    short = gpu.gpu_seconds("m", "f", 1, parse_request("Hi", 16, 0.0, 1.0, 0, 3, 2, 4))
-    long = gpu.gpu_seconds("m", "f", 1, parse_request("Hi", 512, 0.0, 1.0, 0, 3, 2, 4))
+    short = gpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 16, 0.0, 1.0, 0, 3, 2, 4)))
+    long = gpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 512, 0.0, 1.0, 0, 3, 2, 4)))
     assert 0 < short < long <= 120
     monkeypatch.setenv("GUMIHO_GPU_DURATION", "45")
-    assert gpu.gpu_seconds("m", "f", 1, parse_request("Hi", 512, 0.0, 1.0, 0, 3, 2, 4)) == 45
+    assert gpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 512, 0.0, 1.0, 0, 3, 2, 4))) == 45
 
 
 # ----------------------------------------------------------------------------- `spaces` in its ZeroGPU mode
@@ -177,7 +177,7 @@ if not torch.cuda.is_available():
 import app
 from app import gpu, inputs
 from app.hub import ModelHub
-from app.race import compute_race
+from app.race_run import compute_race
 from gumiho.loading import prepare_target
 from transformers import LlamaConfig, LlamaForCausalLM
 

@@ -13,7 +13,7 @@ from helpers import OracleDrafter, tiny_target
 TOP_KEYS = {"model", "drafter", "device", "temperature", "max_new_tokens", "prompts", "methods", "lossless"}
 METHOD_KEYS = {"new_tokens", "wall_s", "tokens_per_s", "target_forwards", "tau", "acceptance_by_position",
                "conditional_acceptance_by_position", "speedup_vs_vanilla"}
-SMALL_TREE = TreeSettings(total_tokens=8, depth=4, top_k=2, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2)
+SMALL_TREE = TreeSettings(total_tokens=8, depth=4, serial_top_k=2, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2)
 
 
 def random_drafter(target, kind, seed=0):
@@ -290,7 +290,7 @@ def test_registry_names_and_tree_flags():
     # Flags override a pair's tree settings and leave the pair's own object alone.
     args = build_parser().parse_args(["--prompts", "x.jsonl", "--total-tokens", "10", "--no-full-tree"])
     tree = tree_from_args(args, "cpu", official["tree"])
-    assert tree.total_tokens == 10 and tree.top_k == 14 and not tree.full_tree
+    assert tree.total_tokens == 10 and tree.serial_top_k == 14 and not tree.full_tree
     assert official["tree"].total_tokens == 63 and official["tree"].full_tree
     # --full-tree-tokens asks for the extension even where the device's default has it off (the CPU's).
     on = tree_from_args(build_parser().parse_args(["--prompts", "x.jsonl", "--full-tree-tokens", "8"]), "cpu")
@@ -301,7 +301,7 @@ def test_registry_names_and_tree_flags():
 
 
 def test_cpu_summary_names_the_model_and_its_vector_units():
-    from gumiho.machine import cpu_summary, parse_cpuinfo
+    from gumiho.kernels.machine import cpu_summary, parse_cpuinfo
     text = ("processor\t: 0\nmodel name\t: Example CPU 9000\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n\n"
             "processor\t: 1\nmodel name\t: Example CPU 9000\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")
     info = parse_cpuinfo(text)

@@ -108,7 +108,7 @@ def test_good_edge_values_are_accepted(target):
 
 
 @pytest.mark.parametrize("field,value", [("total_tokens", 0), ("total_tokens", -3), ("total_tokens", 10_000),
-                                         ("total_tokens", 2.5), ("depth", 0), ("depth", True), ("top_k", -1),
+                                         ("total_tokens", 2.5), ("depth", 0), ("depth", True), ("serial_top_k", -1),
                                          ("mlp_top_k", 0), ("mlp_keep", 0), ("mlp_keep", "4"),
                                          ("full_tree_tokens", -1), ("full_tree_tokens", 1.5)])
 def test_bad_tree_settings(target, field, value):

@@ -1,6 +1,6 @@
 """The CPU fast paths of a decode step give the results of the plain ones: packed
-linear layers, the growing KV cache, tree attention sharing key/value heads, and the
-drafter's growing KV."""
+linear layers, the growing KV cache and tree attention sharing key/value heads (the
+drafter's growing KV: tests/proposers/test_learned.py)."""
 import copy
 import pickle
 import random
@@ -11,13 +11,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from transformers import DynamicCache
 
-from gumiho import Drafter, DrafterConfig, TreeSettings
-from gumiho.cpulinear import PackedLinear, available, available_bf16, linear, pack_linears
-from gumiho.proposers import Budget, DraftSession
-from gumiho.drafter import causal_mask
-from gumiho.kvcache import GrowingLayer, cache_layers, keep_tree_entries, new_cache
+from gumiho import Drafter, DrafterConfig
+from gumiho.kernels.cpulinear import PackedLinear, available, available_bf16, linear, pack_linears
+from gumiho.runtimes.kvcache import GrowingLayer, cache_layers, keep_tree_entries, new_cache
 from gumiho.tree import DraftTree
-from gumiho.treeattn import NAME as TREE_ATTENTION
+from gumiho.runtimes.treeattn import NAME as TREE_ATTENTION
 
 from helpers import tiny_target
 
@@ -149,50 +147,25 @@ def test_growing_cache_matches_dynamic_cache(inference):
 def test_tree_attention_matches_sdpa():
     """The tree-verify attention (key/value heads shared, no copies) gives sdpa's logits."""
     target = tiny_target("qwen2", vocab=96, hidden=48, layers=2, heads=6, kv_heads=2, seed=2)
-    assert target.model.config._attn_implementation == TREE_ATTENTION
+    assert target.runtime_model.config._attn_implementation == TREE_ATTENTION
     rng = random.Random(1)
     with torch.inference_mode():
         seq = [rng.randrange(2, 96) for _ in range(30)]
         tree = DraftTree([5, 7, 9, 11, 13, 15], [-1, 0, 0, 1, 1, 3], [0, 1, 1, 2, 2, 3], [1.0] * 6)
         out = {}
         for impl in (TREE_ATTENTION, "sdpa"):
-            target.model.set_attn_implementation(impl)
+            target.runtime_model.set_attn_implementation(impl)
             cache = DynamicCache()
             target.forward(seq, 0, cache)
             out[impl] = target.forward(tree.tokens, len(seq), cache, tree.parents)[1]
-        target.model.set_attn_implementation(TREE_ATTENTION)
+        target.runtime_model.set_attn_implementation(TREE_ATTENTION)
     assert torch.allclose(out[TREE_ATTENTION], out["sdpa"], atol=1e-5)
-
-
-def test_drafter_growing_kv_matches_concatenation():
-    """Many extend/propose rounds past the first buffer capacity: the session's
-    context k/v equal a from-scratch run of the drafter over the whole context."""
-    target = tiny_target("llama", vocab=96, hidden=32, seed=4, ctx=2048)
-    torch.manual_seed(0)
-    drafter = Drafter(DrafterConfig.for_target(target.config, "serial")).eval().attach_target(target.model)
-    session = DraftSession(drafter)
-    rng = random.Random(3)
-    hs, toks = [], []
-    with torch.inference_mode():
-        for rnd in range(80):
-            k = rng.randint(1, 6)
-            h, t = torch.randn(k, 32), torch.tensor([rng.randrange(96) for _ in range(k)])
-            session.extend(h, t)
-            hs.append(h)
-            toks.append(t)
-            session.propose(int(t[-1]), Budget(TreeSettings(total_tokens=12, top_k=3)))  # leaves tree rows behind
-        u = drafter.project(torch.cat(hs)[None], torch.cat(toks)[None])
-        L = u.shape[1]
-        assert L > 256 and session.length == L
-        _, new = drafter.transformer(u, torch.arange(L)[None], causal_mask(L, 0, u.device))
-    for (k, v), (rk, rv) in zip(session.kv, new):
-        assert torch.allclose(k, rk, atol=1e-4) and torch.allclose(v, rv, atol=1e-4)
 
 
 def test_drafter_dtype_follows_the_cpu(monkeypatch):
     """auto: bf16 on a CPU with bf16 matrix instructions, else fp32; the target's
     dtype on a GPU; explicit choices are kept; a wrong name is refused clearly."""
-    import gumiho.cpulinear as cpulinear
+    import gumiho.kernels.cpulinear as cpulinear
     from gumiho import GumihoError
     from gumiho.loading import drafter_dtype
     from gumiho.target import Target

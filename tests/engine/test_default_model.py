@@ -21,14 +21,14 @@ PROMPTS = [
 ]
 TREES = [
     TreeSettings.for_device("cpu"),  # the CPU default
-    TreeSettings(total_tokens=8, depth=4, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree=False),
-    TreeSettings(total_tokens=40, depth=7, top_k=6, mlp_top_k=3, mlp_keep=10, full_tree=True, full_tree_tokens=8),
+    TreeSettings(total_tokens=8, depth=4, serial_top_k=2, mlp_top_k=1, mlp_keep=2, full_tree=False),
+    TreeSettings(total_tokens=40, depth=7, serial_top_k=6, mlp_top_k=3, mlp_keep=10, full_tree=True, full_tree_tokens=8),
 ]
 
 
 @pytest.fixture(scope="module")
 def target():
-    return load_target(None, device="cpu")
+    return load_target(None, device="cpu", runtime="torch")
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_shipped_drafter_with_a_cost_aware_tree_is_lossless(target, vanilla):
     """Trees sized step by step from this machine's measured verify cost: a different
     subset of the drafted nodes each step, the same output."""
     drafter = load_drafter(shipped_drafter_path("gumiho"), target)
-    tree = TreeSettings(total_tokens=11, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False,
+    tree = TreeSettings(total_tokens=11, depth=3, serial_top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False,
                         full_tree_tokens=0, cost_aware=True)
     sizes = set()
     for ids, ref, reason in vanilla:

@@ -1,4 +1,4 @@
-"""A drafter's 4-bit products (gumiho.int4linear): the rounding's bound, the kernel
+"""A drafter's 4-bit products (gumiho.kernels.int4linear): the rounding's bound, the kernel
 against the dequantised weight, the fallbacks, and a 4-bit drafter that changes
 what is drafted but never the output. Chosen by default only beside a quantized
 runtime (gumiho.loading.drafter_int4)."""
@@ -10,9 +10,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-from gumiho import GenerationSettings, TreeSettings, int4linear, stream
+from gumiho import GenerationSettings, TreeSettings, stream
+from gumiho.kernels import int4linear
 from gumiho.errors import GumihoError
-from gumiho.int4linear import GROUP, Int4Linear, dequantize, int4_linears, product, quantize, quantize_groups
+from gumiho.kernels.int4linear import GROUP, Int4Linear, dequantize, int4_linears, product, quantize, quantize_groups
 from gumiho.loading import drafter_int4, random_drafter
 
 from helpers import tiny_target

@@ -84,7 +84,7 @@ def test_cost_aware_trees_are_the_best_nodes_of_the_fixed_tree(kind):
     drafter = Drafter(DrafterConfig.for_target(target.config, kind, feature_layers=None)).eval().attach_target(
         target.model)
     prompt = [5, 17, 33, 2, 9, 41, 7]
-    fixed = TreeSettings(total_tokens=9, depth=4, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree=False,
+    fixed = TreeSettings(total_tokens=9, depth=4, serial_top_k=3, mlp_top_k=2, mlp_keep=3, full_tree=False,
                          full_tree_tokens=0)
     aware = dataclasses.replace(fixed, cost_aware=True)
     session = _session_after_prompt(target, drafter, prompt)
@@ -114,7 +114,7 @@ def test_cost_aware_decoding_matches_vanilla(kind):
     target = tiny_target("llama", seed=4)
     torch.manual_seed(5)
     drafter = Drafter(DrafterConfig.for_target(target.config, kind)).eval().attach_target(target.model)
-    tree = TreeSettings(total_tokens=8, depth=4, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree=False,
+    tree = TreeSettings(total_tokens=8, depth=4, serial_top_k=3, mlp_top_k=2, mlp_keep=3, full_tree=False,
                         full_tree_tokens=0, cost_aware=True)
     # Free up to 4 tokens: every step verifies exactly 3 drafted nodes (or fewer near the end).
     target.verify_cost = VerifyCost(tuple([1.0] * 4 + [10.0] * 5))
@@ -128,7 +128,7 @@ def test_cost_aware_decoding_matches_vanilla(kind):
 def test_stream_measures_the_cost_once_before_the_clock():
     target = tiny_target("llama", seed=6)
     drafter = Drafter(DrafterConfig.for_target(target.config, "gumiho")).eval().attach_target(target.model)
-    tree = TreeSettings(total_tokens=6, depth=3, top_k=2, mlp_top_k=2, mlp_keep=2, full_tree=True,
+    tree = TreeSettings(total_tokens=6, depth=3, serial_top_k=2, mlp_top_k=2, mlp_keep=2, full_tree=True,
                         full_tree_tokens=2, cost_aware=True)
     assert tokens_needed(tree) == 9
     list(stream(target, [5, 6, 7], drafter, GenerationSettings(max_new_tokens=4, tree=tree)))

@@ -166,7 +166,7 @@ def test_bad_input_gets_one_message(tmp_path, capsys, problem, words):
 
 
 def test_the_default_target_reloads_with_the_engines_tokens_and_logits(tmp_path):
-    target = load_target(None, device="cpu")
+    target = load_target(None, device="cpu", runtime="torch")
     done = export_target(target, tmp_path)
     assert done.architecture == "LlamaForCausalLM" and done.dtype == "fp32"
     model, tok = reload(tmp_path)

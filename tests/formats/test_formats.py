@@ -21,7 +21,7 @@ from helpers import tiny_target
 
 VOCAB, HIDDEN, LAYERS = 96, 32, 4
 AUX = [1, 2, 3]  # fused target layers of the synthetic EAGLE-3 drafters
-TREE = TreeSettings(total_tokens=10, depth=5, top_k=3)
+TREE = TreeSettings(total_tokens=10, depth=5, serial_top_k=3)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 from gumiho import GenerationSettings, GumihoError, TreeSettings, stream
 from gumiho.proposers import Budget, DraftSession
 from gumiho.drafter import causal_mask
-from gumiho.official import is_official_source, load_official, read_checkpoint
+from gumiho.formats.official import is_official_source, load_official, read_checkpoint
 
 from helpers import tiny_target
 
@@ -191,7 +191,7 @@ def test_tree_follows_reference_chain(tmp_path, target):
     nxt = torch.randint(0, V, (T,), generator=g)
     session = DraftSession(d)
     session.extend(hidden, nxt)
-    tree = session.propose(int(nxt[-1]), Budget(TreeSettings(total_tokens=7, depth=7, top_k=1, mlp_top_k=1,
+    tree = session.propose(int(nxt[-1]), Budget(TreeSettings(total_tokens=7, depth=7, serial_top_k=1, mlp_top_k=1,
                                                              mlp_keep=1, full_tree=False, full_tree_tokens=0)))
     with torch.no_grad():
         u = ref_fc(sd, emb, nxt, hidden)
@@ -311,10 +311,10 @@ def test_bad_sources(tmp_path, target):
 
 
 @pytest.mark.parametrize("tree,lengths,new", [
-    (TreeSettings(total_tokens=24, depth=7, top_k=4, mlp_top_k=3, mlp_keep=4, full_tree=True, full_tree_tokens=4),
+    (TreeSettings(total_tokens=24, depth=7, serial_top_k=4, mlp_top_k=3, mlp_keep=4, full_tree=True, full_tree_tokens=4),
      (5, 12), 24),
     # the official settings (see gumiho.registry): big trees, so one short prompt
-    (TreeSettings(total_tokens=63, depth=7, top_k=14, mlp_top_k=35, mlp_keep=35, full_tree=True, full_tree_tokens=8),
+    (TreeSettings(total_tokens=63, depth=7, serial_top_k=14, mlp_top_k=35, mlp_keep=35, full_tree=True, full_tree_tokens=8),
      (9,), 10),
 ])
 def test_decoding_with_loaded_drafter_is_lossless(tmp_path, target, tree, lengths, new):

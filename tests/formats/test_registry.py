@@ -29,7 +29,7 @@ def test_pairs_and_official_settings():
     for name, target in OFFICIAL.items():
         r = resolve(name)
         assert r.target == target and r.pair.official and r.pair.drafter == name
-        assert r.tree == TreeSettings(total_tokens=63, depth=7, top_k=14, mlp_top_k=35, mlp_keep=35,
+        assert r.tree == TreeSettings(total_tokens=63, depth=7, serial_top_k=14, mlp_top_k=35, mlp_keep=35,
                                       full_tree=True, full_tree_tokens=8)
     assert OFFICIAL_TREE["total_tokens"] == 63  # 64 verified tokens with the root
     assert resolve("amd/Gumiho-vicuna-7b").tree is not resolve("amd/Gumiho-vicuna-7b").tree  # fresh copies
@@ -54,7 +54,7 @@ def test_lookup_for_the_bench():
     assert lookup("lmsys/vicuna-7b-v1.3") is None and lookup(None) is None
     e = lookup("amd/Gumiho-llama2-13b")
     assert e["model"] == "meta-llama/Llama-2-13b-chat-hf" and e["drafters"] == {"gumiho": "amd/Gumiho-llama2-13b"}
-    assert e["tree"].top_k == 14
+    assert e["tree"].serial_top_k == 14
     assert lookup("smollm2-135m-serial")["model"] == DEFAULT_TARGET
 
 
@@ -65,7 +65,7 @@ def test_missing_shipped_drafter_is_clear(monkeypatch):
 
 
 def test_official_pair_loads_through_load_drafter(tmp_path, monkeypatch):
-    """Registry -> load_drafter -> gumiho.official -> hub download, with the hub faked."""
+    """Registry -> load_drafter -> gumiho.formats.official -> hub download, with the hub faked."""
     import huggingface_hub
 
     torch.save(official_state(), tmp_path / "pytorch_model.bin")

@@ -127,7 +127,7 @@ def test_copy_decoding_is_lossless_greedy(family):
         oracle = OracleDrafter(prompt + ref + [0] * 16, vocab=96, corrupt=0.3, seed=i)
         for drafter in (with_copy(None), with_copy(learned), with_copy(oracle, max_tokens=4, min_match=1)):
             out, steps = _run(target, prompt, drafter, max_new_tokens=48,
-                              tree=TreeSettings(total_tokens=6, depth=4, top_k=2))
+                              tree=TreeSettings(total_tokens=6, depth=4, serial_top_k=2))
             assert out == ref
             st = summarize(steps, 8)
             copied += st.copy_nodes
@@ -151,7 +151,7 @@ def test_every_node_records_the_head_that_proposed_it():
     families = set()
     for drafter in (learned, with_copy(learned), with_copy(None)):
         steps = list(stream(target, prompt, drafter, GenerationSettings(max_new_tokens=24, tree=TreeSettings(
-            total_tokens=12, depth=5, top_k=2, full_tree=True, full_tree_tokens=3)), keep_trees=True))
+            total_tokens=12, depth=5, serial_top_k=2, full_tree=True, full_tree_tokens=3)), keep_trees=True))
         for s in steps[1:]:
             tree = s.tree
             assert len(tree.heads) == len(tree) and tree.heads[0] == "target"
@@ -190,13 +190,13 @@ def test_copy_alone_is_prompt_lookup():
 @pytest.mark.parametrize("base", ["none", "fixed-tree"])
 def test_copy_nodes_keep_sampling_exact(base):
     """Sampling with copy nodes in the tree leaves the output distribution exactly the
-    target's: the chi-square test of test_sampling (same exact distribution by brute
+    target's: the chi-square test of test_verify (same exact distribution by brute
     force, same significance: a correct engine must give p > 1e-3; that test also shows
     the sample size rejects wrong acceptance rules at p < 1e-6). With min_match=1 the
     prompt's tokens recur after the prefill, so copy nodes are proposed and accepted."""
     from collections import Counter
 
-    from engine.test_sampling import BRANCHES, CONFIGS, N_SAMPLES, NEW_TOKENS, PASS_P, PROMPT, VOCAB, chi_square_p, \
+    from engine.test_verify import BRANCHES, CONFIGS, N_SAMPLES, NEW_TOKENS, PASS_P, PROMPT, VOCAB, chi_square_p, \
         exact_distribution
 
     from helpers import FixedTreeDrafter

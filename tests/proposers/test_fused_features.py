@@ -13,10 +13,10 @@ from gumiho.proposers import Budget, DraftSession
 from gumiho.loading import load_drafter
 
 from helpers import tiny_target
-from engine.test_lossless_greedy import prompts, run
+from engine.test_decode import prompts, run
 
-TREES = (TreeSettings(total_tokens=8, depth=4, top_k=2),
-         TreeSettings(total_tokens=20, depth=7, top_k=4, mlp_keep=4, full_tree_tokens=6))
+TREES = (TreeSettings(total_tokens=8, depth=4, serial_top_k=2),
+         TreeSettings(total_tokens=20, depth=7, serial_top_k=4, mlp_keep=4, full_tree_tokens=6))
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_states_handed_to_the_drafter_are_those_layers(target, monkeypatch):
 def test_target_forward_returns_the_layers_and_the_same_logits(target):
     """Target.forward with feature_layers: those layers' states in place of the final
     ones, and the logits (and the cache) of a forward without them."""
-    from gumiho.kvcache import new_cache
+    from gumiho.runtimes.kvcache import new_cache
 
     def hooks():
         return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in target.model.modules())
@@ -108,8 +108,9 @@ def test_target_forward_returns_the_layers_and_the_same_logits(target):
     before = hooks()
     with torch.inference_mode():
         plain_cache, fused_cache = new_cache(), new_cache()
-        hidden, logits = target.forward(seq, 0, plain_cache)
-        feats, fused_logits = target.forward(seq, 0, fused_cache, feature_layers=(1, 4))
+        hidden, logits = target.forward(seq, 0, plain_cache)[:2]
+        fused = target.forward(seq, 0, fused_cache, feature_layers=(1, 4))
+        feats, fused_logits = fused.layer_states, fused.logits
         step = [target.forward([8], len(seq), c)[1] for c in (plain_cache, fused_cache)]
     # The hooks were set for that forward only: none stays on the target's modules
     # (output_hidden_states, as reference_features asks, leaves transformers' own).
@@ -210,7 +211,7 @@ def test_eagle_kind_is_one_layer_all_serial(target):
         hidden = target.model(torch.tensor([[5, 6, 7, 8]]), output_hidden_states=True).hidden_states[-1][0]
     session.extend(hidden, torch.tensor([6, 7, 8, 9]))
     # One path, drafted by the one layer run seven times over its own outputs.
-    tree = session.propose(9, Budget(TreeSettings(total_tokens=7, depth=7, top_k=1, full_tree=False)))
+    tree = session.propose(9, Budget(TreeSettings(total_tokens=7, depth=7, serial_top_k=1, full_tree=False)))
     assert tree.depths == list(range(8))
     for prompt in prompts(2, 96, seed=6):
         assert run(target, prompt, d, max_new_tokens=20, tree=TREES[1])[0] == run(target, prompt,
@@ -220,8 +221,8 @@ def test_eagle_kind_is_one_layer_all_serial(target):
 def test_fused_drafter_sampling_matches_target_distribution():
     """Sampling with a fused drafter (the embedding output and the final-norm state of a
     one-layer target): the output distribution is the target's (the chi-square test of
-    test_sampling, with fewer samples: what is tested here is the plumbing)."""
-    import test_sampling as ts
+    test_verify, with fewer samples: what is tested here is the plumbing)."""
+    import test_verify as ts
 
     target = tiny_target("llama", vocab=ts.VOCAB, hidden=16, layers=1, heads=2, kv_heads=1, init=0.5, seed=1,
                          eos=ts.EOS)
@@ -230,7 +231,7 @@ def test_fused_drafter_sampling_matches_target_distribution():
     exact = ts.exact_distribution(target, **cfg)
     n = 1000
     counts, accepted = Counter(), Counter()
-    tree = TreeSettings(total_tokens=6, depth=2, top_k=3, mlp_top_k=2, mlp_keep=2, full_tree=False)
+    tree = TreeSettings(total_tokens=6, depth=2, serial_top_k=3, mlp_top_k=2, mlp_keep=2, full_tree=False)
     for i in range(n):
         steps = list(stream(target, ts.PROMPT, drafter, GenerationSettings(max_new_tokens=ts.NEW_TOKENS, seed=i,
                                                                            tree=tree, **cfg)))
@@ -243,7 +244,7 @@ def test_fused_drafter_sampling_matches_target_distribution():
 
 @pytest.fixture(scope="module")
 def default_target():
-    return load_target(None, device="cpu")
+    return load_target(None, device="cpu", runtime="torch")
 
 
 def test_fused_drafter_on_the_default_model_is_lossless(default_target):
@@ -266,7 +267,7 @@ def test_eagle_is_listed_only_once_its_drafter_ships(monkeypatch):
     (a random-weight one, with a warning, until then)."""
     import app.hub as hub
     import gumiho.registry as registry
-    from app.inputs import DRAFTER_LABELS, parse_request
+    from app.inputs import DRAFTER_LABELS, RaceForm, parse_request
     from gumiho.bench import parse_methods
 
     shipped = {k: f"/drafters/smollm2-135m-{k}" for k in ("gumiho", "serial", "parallel")}
@@ -282,8 +283,8 @@ def test_eagle_is_listed_only_once_its_drafter_ships(monkeypatch):
     assert registry.shipped_kinds()[-1] == "eagle"
     assert registry.lookup("smollm2-135m-gumiho")["drafters"]["eagle"] == shipped["eagle"]
     assert parse_methods("vanilla,eagle") == ["vanilla", "eagle"]
-    req = parse_request("Hi", 16.0, 0.0, 1.0, None, 5, 3, 12, DRAFTER_LABELS["eagle"], "", "")
-    assert req.drafter_kind == "eagle"
+    req = parse_request(RaceForm("Hi", 16.0, 0.0, 1.0, None, 5, 3, 12, DRAFTER_LABELS["eagle"], "", ""))
+    assert req.drafter == "eagle"
 
 
 def test_reports_include_eagle_where_the_records_have_it(tmp_path):

@@ -58,7 +58,10 @@ def test_layouts_are_named_in_words_and_bad_names_refused(monkeypatch):
     assert pick_layout(None).key == "q4_1" and pick_layout("shipped").key == "q4_1"
     assert pick_layout(" Q4_0 ").key == "q4_0" and pick_layout("fast").key == "q4_0"
     monkeypatch.setenv("GUMIHO_LAYOUT", "q4_0")
-    assert pick_layout(None).key == "q4_0"
+    assert pick_layout(None).key == "q4_1"  # the library reads no environment: the app and the bench command do
+    from gumiho.bench.cli import build_parser
+
+    assert build_parser().parse_args(["--prompts", "p.jsonl"]).layout == "q4_0"
     for bad in ("q3_k", "../etc/passwd", 4):
         with pytest.raises(GumihoError, match="layout"):
             pick_layout(bad)

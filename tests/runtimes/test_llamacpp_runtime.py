@@ -63,7 +63,7 @@ def test_a_tree_verify_gives_each_row_the_one_token_forwards_bits(lc_target):
     lc_target.forward(ids, 0, cache, last_logits_only=True)
     singles = []
     for k, tok in enumerate(ref[:4]):
-        st, lg = lc_target.forward([tok], len(ids) + k, cache)
+        st, lg = lc_target.forward([tok], len(ids) + k, cache)[:2]
         singles.append((st[0], lg[0]))
     # The same tokens as the true branch of a tree with decoys beside and below them.
     decoy = lambda t: (t + 101) % 49152  # noqa: E731
@@ -73,15 +73,15 @@ def test_a_tree_verify_gives_each_row_the_one_token_forwards_bits(lc_target):
     true_nodes = [0, 1, 3, 6]
     cache = lc_target.new_cache()
     lc_target.forward(ids, 0, cache, last_logits_only=True)
-    states, logits = lc_target.forward(tokens, len(ids), cache, parents)
+    states, logits = lc_target.forward(tokens, len(ids), cache, parents)[:2]
     for node, (st, lg) in zip(true_nodes, singles):
         assert torch.equal(logits[node], lg) and torch.equal(states[node], st)
     # After keeping the true path, the next one-token forward is the one-token decoder's too.
     lc_target.keep(cache, len(ids), true_nodes)
-    _, nxt = lc_target.forward([ref[4]], len(ids) + 4, cache)
+    nxt = lc_target.forward([ref[4]], len(ids) + 4, cache).logits
     chain = lc_target.new_cache()
     lc_target.forward(ids + ref[:4], 0, chain, last_logits_only=True)
-    _, ref_next = lc_target.forward([ref[4]], len(ids) + 4, chain)
+    ref_next = lc_target.forward([ref[4]], len(ids) + 4, chain).logits
     assert torch.equal(nxt, ref_next)
 
 
@@ -108,7 +108,7 @@ def test_speculative_decoding_on_llamacpp_emits_vanillas_tokens(lc_target, cells
 
 
 def test_the_shipped_drafter_on_llamacpp_is_lossless(lc_target):
-    from gumiho import int4linear
+    from gumiho.kernels import int4linear
     from gumiho.loading import load_drafter, shipped_drafter_path
 
     drafter = load_drafter(shipped_drafter_path("gumiho"), lc_target)
@@ -145,10 +145,16 @@ def test_an_unknown_runtime_or_another_model_is_refused_in_words():
 def test_auto_is_the_default_and_picks_llamacpp_only_where_it_runs(monkeypatch):
     from gumiho.loading import runtime
 
-    monkeypatch.delenv("GUMIHO_RUNTIME", raising=False)
-    assert runtime.pick_runtime(None) == "auto"
-    monkeypatch.setenv("GUMIHO_RUNTIME", "float32")
-    assert runtime.pick_runtime(None) == "torch"
+    monkeypatch.setenv("GUMIHO_RUNTIME", "torch")  # the library reads no environment: the app and CLIs do
+    assert runtime.pick_runtime(None) == "auto" and runtime.pick_runtime("") == "auto"
+    assert runtime.pick_runtime("float32") == "torch"
+    from app.hub import runtime_asked
+    from gumiho.bench.cli import build_parser
+
+    assert runtime_asked() == "torch" and runtime.pick_runtime(runtime_asked()) == "torch"  # the app's edge
+    assert build_parser().parse_args(["--prompts", "p.jsonl"]).runtime == "torch"  # the bench command's edge
+    monkeypatch.delenv("GUMIHO_RUNTIME")
+    assert runtime_asked() is None and build_parser().parse_args(["--prompts", "p.jsonl"]).runtime is None
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     monkeypatch.setattr(runtime, "llamacpp_available", lambda: True)
     assert runtime.resolve_runtime("auto", True, cpu) == "llama.cpp"
@@ -231,10 +237,10 @@ def test_rows_after_a_long_context_carry_the_one_token_bits(lc_target, context):
     lc_target.forward(prompt, 0, cache, last_logits_only=True)
     # A tree first, then buried (as a step that accepts nothing does), then the one-token
     # forwards of vanilla decoding on the same cache: one prefill for both.
-    states, logits = lc_target.forward([nxt[0], nxt[1], nxt[2]], context, cache, parents=[-1, 0, 0])
+    states, logits = lc_target.forward([nxt[0], nxt[1], nxt[2]], context, cache, parents=[-1, 0, 0])[:2]
     lc_target.keep(cache, context, [])
     singles = [lc_target.forward([tok], context + k, cache) for k, tok in enumerate(nxt[:2])]
-    for row, (st, lg) in enumerate(singles):
+    for row, (st, lg, _) in enumerate(singles):
         assert torch.equal(logits[row], lg[0]) and torch.equal(states[row], st[0]), row
 
 

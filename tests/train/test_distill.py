@@ -160,7 +160,7 @@ def test_hidden_from_writer_shard_equals_separate_pass(model, tokenizer, tmp_pat
     torch.testing.assert_close(a["hidden"].float(), b["hidden"].float(), atol=2e-3, rtol=2e-3)
 
     monkeypatch.setattr(gumiho.loading, "load_target",
-                        lambda *a, **k: SimpleNamespace(model=model, tokenizer=tokenizer, name="tiny"))
+                        lambda *a, **k: SimpleNamespace(model=model, runtime_model=model, tokenizer=tokenizer, name="tiny"))
     for flags, source in (([], "writer passes"), (["--separate-hidden-pass"], "separate forward")):
         out = tmp_path / f"cli{len(flags)}"
         assert distill.main(["--prompts", str(src), "--out", str(out), "--limit", "2", "--max-new-tokens", "3",
@@ -280,7 +280,7 @@ def test_part_comes_from_the_launch_or_the_flag(model, tokenizer, tmp_path, monk
     import gumiho.loading
 
     src = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p} for p in PROMPTS])
-    target = type("T", (), {"model": model, "tokenizer": tokenizer, "name": "tiny"})()
+    target = type("T", (), {"model": model, "runtime_model": model, "tokenizer": tokenizer, "name": "tiny"})()
     monkeypatch.setattr(gumiho.loading, "load_target", lambda *a, **k: target)
     threads = []
     monkeypatch.setattr(distill.torch, "set_num_threads", threads.append)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from gumiho.kvcache import cache_layers, new_cache
+from gumiho.runtimes.kvcache import cache_layers, new_cache
 from gumiho.runtimes.pytorch import cache_keyword
 from gumiho.train.data import length_groups
 
@@ -57,7 +57,7 @@ def generate_with_hidden(model, prompts: list[list[int]], max_new_tokens: int, e
     length of at most ``prefill_tokens`` padded tokens, not as one batch padded to the
     longest prompt: for 64 prompts of 35 to 205 tokens that batch holds 3x as many
     tokens as the prompts, and on a 2-core CPU its prefill took about 35 s against 19 s
-    in groups. The cache appends in place (``gumiho.kvcache.new_cache``) instead of
+    in groups. The cache appends in place (``gumiho.runtimes.kvcache.new_cache``) instead of
     copying itself at every step, which took over a third of a decode step there."""
     dev = next(model.parameters()).device
     body = model.model

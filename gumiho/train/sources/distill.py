@@ -46,7 +46,7 @@ from tqdm import tqdm
 
 from gumiho.files import file_sha256
 from gumiho.loading import DEFAULT_TARGET_LABEL
-from gumiho.machine import cpu_has_native_bf16
+from gumiho.kernels.machine import cpu_has_native_bf16
 from gumiho.prompts_file import Conversation, PromptFileError, read_prompts
 from gumiho.train import launched_processes, shards
 from gumiho.train.sources.answers import generate_greedy, generate_with_hidden, last_hidden, last_hidden_batched
@@ -315,13 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     from gumiho.loading import load_target
 
     try:
-        # On a CPU load_target pre-packs the weights (gumiho.cpulinear): batched
+        # On a CPU load_target pre-packs the weights (gumiho.kernels.cpulinear): batched
         # greedy generation and the hidden-state forwards run about twice as fast.
         target = load_target(args.model, device=args.device, dtype="float32", runtime="torch")
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    model, tokenizer, name = target.model, target.tokenizer, target.name
+    model, tokenizer, name = target.runtime_model, target.tokenizer, target.name
     writer = None
     if args.write_dtype == "bfloat16" and str(args.device).startswith("cpu") and not cpu_has_native_bf16():
         # Without bf16 units the CPU emulates every bf16 product: such a writer is several

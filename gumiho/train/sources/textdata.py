@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    tok, model = target.tokenizer, target.model
+    tok, model = target.tokenizer, target.runtime_model
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     shards.remove_stale_tmp(out)

@@ -38,9 +38,9 @@ from typing import Optional
 
 import torch
 
-from .drafter import Drafter, DrafterConfig
-from .checkpoint import first_line, read_checkpoint
-from .errors import GumihoError
+from ..drafter import Drafter, DrafterConfig
+from ..checkpoint import first_line, read_checkpoint
+from ..errors import GumihoError
 
 # RMSNorm epsilon the released drafters were trained with (the authors' per-target
 # drafter configs); where it differs from the target's own, the target's would be

@@ -9,12 +9,11 @@ from typing import Optional
 import torch
 
 from ..checkpoint import first_line
-from ..cpulinear import pack_linears
 from ..errors import GumihoError
 from ..runtimes.layouts import layout_file, pick_layout
 from ..runtimes.llamacpp import LlamaCppRuntime
+from ..runtimes.pytorch import TorchRuntime
 from ..target import Target
-from ..treeattn import use_tree_attention
 from .assets import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, default_target_files
 from .device import pick_device, pick_dtype
 from .runtime import pick_runtime, resolve_runtime
@@ -23,18 +22,23 @@ from .weights import model_config, verify_target_weights
 
 
 def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None,
-                dtype: Optional[str] = None, runtime: Optional[str] = None, layout: Optional[str] = None) -> Target:
+                dtype: Optional[str] = None, runtime: Optional[str] = None, layout: Optional[str] = None,
+                packed: bool = True) -> Target:
     """The embedded default (None or 'smollm2-135m-instruct'), a local folder, or a hub id.
 
     ``runtime``: 'auto' (the default: llama.cpp for the embedded GGUF on a CPU when
     llama-cpp-python is installed, else torch; see :func:`resolve_runtime`), 'torch'
     (float32 dequantised weights, any model, any device) or 'llama.cpp' (the embedded
-    GGUF's packed blocks in llama.cpp, CPU only; see gumiho.runtimes.llamacpp); None reads the
-    environment variable GUMIHO_RUNTIME.
+    GGUF's packed blocks in llama.cpp, CPU only; see gumiho.runtimes.llamacpp); None: 'auto'.
 
     ``layout`` (llama.cpp runtime only): 'q4_1' (the default: the shipped file as it is) or
     'q4_0' (its weights rewritten once as Q4_0, whose products llama.cpp batches: faster,
-    and further from the float32 weights; gumiho.runtimes.layouts); None reads GUMIHO_LAYOUT."""
+    and further from the float32 weights; gumiho.runtimes.layouts); None: the default.
+
+    ``packed``: on a CPU, the torch runtime's linear layers pre-packed (gumiho.kernels.cpulinear;
+    True, the default: a verify over a few tokens then costs about one forward).
+    The library reads no environment variable for any of these: the command-line entry
+    points and the app read GUMIHO_RUNTIME and GUMIHO_LAYOUT and pass them here."""
     asked = pick_runtime(runtime)
     chosen_layout = pick_layout(layout)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -92,7 +96,7 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
             f"or a hub id while online (HF_HUB_OFFLINE must not be set); leave it empty for the default."
         ) from None
     model.to(dev).eval()
-    target = prepare_target(model, tok, label, dev, dt)
+    target = prepare_target(model, tok, label, dev, dt, packed)
     if runtime == "llama.cpp":
         lc = LlamaCppRuntime(layout_file(gguf_path, chosen_layout), target.context_length,
                              weights=chosen_layout.label)
@@ -100,8 +104,11 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     return target
 
 
-def prepare_target(model, tokenizer, name: str, device=None, dtype=None) -> Target:
-    """Wrap an already loaded HF causal LM (also used by tests with tiny random models)."""
+def prepare_target(model, tokenizer, name: str, device=None, dtype=None, packed: bool = True) -> Target:
+    """Wrap an already loaded HF causal LM (also used by tests with tiny random models).
+    ``model`` is not changed: the torch runtime runs a view of it over the same weights
+    (gumiho.runtimes.pytorch.TorchRuntime.for_model; ``packed``: its linear layers
+    pre-packed on a CPU)."""
     cfg = model.config
     text_cfg = getattr(cfg, "get_text_config", lambda: cfg)()
     if "sliding_attention" in (getattr(text_cfg, "layer_types", None) or []):
@@ -112,15 +119,7 @@ def prepare_target(model, tokenizer, name: str, device=None, dtype=None) -> Targ
     for attr in ("final_logit_softcapping", "logit_scale"):
         if getattr(text_cfg, attr, None) not in (None, 1.0):
             raise GumihoError(f"{name} post-processes its logits ({attr}); not supported by the engine yet.")
-    device = device or next(model.parameters()).device
+    device = torch.device(device or next(model.parameters()).device)
     dtype = dtype or next(model.parameters()).dtype
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    if torch.device(device).type == "cpu":
-        # Pre-packed float32 weights: a verify forward over a few rows then costs little
-        # more than a one-token forward (see gumiho.cpulinear); and tree attention that
-        # does not copy the KV cache per query head (see gumiho.treeattn).
-        pack_linears(model)
-        use_tree_attention(model)
-    return Target(model=model, tokenizer=tokenizer, name=name, device=torch.device(device), dtype=dtype)
+    return Target(model=model, tokenizer=tokenizer, name=name, device=device, dtype=dtype,
+                  runtime=TorchRuntime.for_model(model, device, dtype, packed))

@@ -13,17 +13,16 @@ float32 rounding). The packed copy of a weight is made on first use and made
 again if the weight changes; it lives outside the module, so copying, pickling
 and saving are unaffected. Anything the packed kernel does not cover (another
 device or dtype, autograd through the layer, a build without oneDNN) takes the
-ordinary ``F.linear`` path. ``GUMIHO_PACKED_LINEAR=0`` turns it off.
+ordinary ``F.linear`` path. ``load_target(packed=False)`` leaves a target unpacked.
 
 bfloat16 weights take the packed kernel too, where the CPU multiplies bf16 in
-hardware (AVX512-BF16, AMX; see gumiho.machine). That is for the drafter: drafting
+hardware (AVX512-BF16, AMX; see gumiho.kernels.machine). That is for the drafter: drafting
 reads every drafter weight from memory on every step (the target's forward has
 pushed them out of the caches), so half the bytes is most of the saving, and the
 drafter's precision changes only what it proposes, never what the target accepts.
 """
 from __future__ import annotations
 
-import os
 import threading
 
 import torch
@@ -58,8 +57,7 @@ def available() -> bool:
     """Whether the packed kernel works in this process (checked once, against F.linear)."""
     global _AVAILABLE
     if _AVAILABLE is None:
-        on = os.environ.get("GUMIHO_PACKED_LINEAR", "1").strip().lower() not in ("0", "false", "no", "off")
-        _AVAILABLE = on and _kernel_works(torch.float32, atol=1e-4)
+        _AVAILABLE = _kernel_works(torch.float32, atol=1e-4)
     return _AVAILABLE
 
 
@@ -159,10 +157,3 @@ def pack_linears(module: nn.Module, prepack: bool = True) -> nn.Module:
             _packed(m.weight)
     return module
 
-
-def unpack_linears(module: nn.Module) -> nn.Module:
-    """Undo :func:`pack_linears`."""
-    for m in module.modules():
-        if type(m) is PackedLinear:
-            m.__class__ = nn.Linear
-    return module

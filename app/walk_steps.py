@@ -18,9 +18,11 @@ from .access import Access
 from .treeplot import head_colour, proposer, tree_figure
 from .gpu import on_gpu
 from .hub import ModelHub
-from .inputs import DEVICE_TREE, PAPER_TREE_SETTINGS, WALK_MAX_NEW_TOKENS, Request, check_prompt_length, parse_request
+from .inputs import DEVICE_TREE, PAPER_SHAPE, PAPER_TREE_SETTINGS, WALK_MAX_NEW_TOKENS, RaceForm, Request, \
+    check_prompt_length, parse_request
 from .render import esc, render_steps, visible
-from .tokens import DrafterLayout, StepView, step_views
+from .run_views import DrafterLayout, StepView, step_views
+from gumiho.heads import HeadFamily
 
 # The walkthrough's own tree: the paper's shape (app.inputs.PAPER_TREE_SETTINGS). The
 # race sizes its tree for speed on this machine, and on a CPU that is 5 tokens to
@@ -129,25 +131,19 @@ class Walk:
     text: str = ""  # their text
 
 
-def walk_request(prompt, max_new_tokens, tree_choice, depth, top_k, budget, drafter_kind="gumiho", target_id="",
-                 drafter_path="", cost_aware=None, access: Optional[Access] = None, copy=None,
-                 race_shape=None) -> Request:
-    """The walkthrough's request: greedy, at most WALK_MAX_NEW_TOKENS tokens, with the
-    paper's tree (WALK_TREE) or, for ``tree_choice == RACE_TREE``, the tree the race's
-    controls give (``depth``, ``top_k``, ``budget``, ``cost_aware``, ``race_shape``: the race's choice of tree)."""
+def walk_request(form: RaceForm, tree_choice, access: Optional[Access] = None) -> Request:
+    """The walkthrough's request: ``form`` (the walkthrough's prompt and token count,
+    the race's drafter and tree settings), greedy, at most WALK_MAX_NEW_TOKENS tokens,
+    with the paper's tree (WALK_TREE) or, for ``tree_choice == RACE_TREE``, the tree
+    the race's settings give."""
     choice = tree_choice or PAPER_TREE  # an old page or an API call may leave it out
     if choice not in TREE_LABELS:
         raise GumihoError(f"Unknown tree {str(tree_choice)[:40]!r}; choose {PAPER_TREE!r} or {RACE_TREE!r}.")
-    if choice == PAPER_TREE:
-        # The race's tree controls are not used, so they are not checked either: a
-        # value the race would refuse must not refuse a walkthrough that ignores it.
-        depth, top_k, budget, cost_aware = WALK_TREE.depth, WALK_TREE.top_k, WALK_TREE.total_tokens, False
-    req = parse_request(prompt, max_new_tokens, 0.0, 1.0, 0, depth, top_k, budget, drafter_kind, target_id,
-                        drafter_path, max_tokens_cap=WALK_MAX_NEW_TOKENS, cost_aware=cost_aware, access=access,
-                        copy=copy, shape=race_shape if choice == RACE_TREE else None)
-    if choice == PAPER_TREE:
-        req.settings = dataclasses.replace(req.settings, tree=WALK_TREE).validate()
-    return req
+    # With the paper's tree the race's tree controls are not used, so they are not checked
+    # either: a value the race would refuse must not refuse a walkthrough that ignores it.
+    shape = PAPER_SHAPE if choice == PAPER_TREE else form.tree_shape
+    form = dataclasses.replace(form, temperature=0.0, top_p=1.0, seed=0, tree_shape=shape)
+    return parse_request(form, access, max_tokens_cap=WALK_MAX_NEW_TOKENS)
 
 
 def tree_choice_of(req: Request) -> str:
@@ -166,7 +162,7 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
                  progress: Optional["WalkProgress"] = None) -> Walk:
     progress = progress or WalkProgress()
     progress.max_tokens = req.settings.max_new_tokens
-    res = hub.resolve(req.target_id, req.drafter_kind, req.drafter_path, req.copy)
+    res = hub.resolve(req.target, req.drafter, req.drafter_path, req.copy_from_context)
     target, drafter = res.target, res.drafter
     ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
     settings: GenerationSettings = req.settings
@@ -224,7 +220,7 @@ def _children(parents: list[int]) -> list[list[int]]:
 
 def family_name(family: str, lay: DrafterLayout) -> str:
     """Who proposed a token, in the proposer's words, as a sentence names it."""
-    return "copies from the context" if family == "copy" else "the " + lay.label_of(family)
+    return "copies from the context" if family == HeadFamily.COPY else "the " + lay.label_of(family)
 
 
 def step_header(walk: Walk, i: int) -> str:
@@ -287,7 +283,7 @@ def choices_table(walk: Walk, i: int) -> str:
         if not broke and d <= len(s.choice_text):
             kids = sorted(children[node], key=lambda j: -s.probs[j])
             cands = ", ".join(f"<code>{esc(visible(s.node_text[j]))}</code> "
-                              + ("copy" if heads[j] == "copy" else f"{s.probs[j]:.2f}") for j in kids[:6])
+                              + (HeadFamily.COPY if heads[j] == HeadFamily.COPY else f"{s.probs[j]:.2f}") for j in kids[:6])
             if len(kids) > 6:
                 cands += f", … ({len(kids) - 6} more)"
             choice = f"<code>{esc(visible(s.choice_text[d - 1]))}</code>"

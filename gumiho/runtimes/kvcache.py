@@ -78,8 +78,6 @@ def cache_layers(cache):
     return layers
 
 
-def cache_length(cache) -> int:
-    return int(cache.get_seq_length())
 
 
 def keep_tree_entries(cache, past_len: int, kept_nodes: list[int]):

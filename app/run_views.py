@@ -16,6 +16,7 @@ from gumiho import GenerationStats, StepEvent, summarize
 from gumiho.proposers import CopyDrafter, Head, as_proposer
 
 from .heads import head_label
+from gumiho.heads import HeadFamily
 
 REPLACEMENT = "\ufffd"  # what decode() gives for an incomplete UTF-8 sequence
 MAX_PENDING = 4  # a UTF-8 character spans at most 4 bytes, so at most 4 byte tokens
@@ -120,11 +121,11 @@ class DrafterLayout:
         learned = proposer.learned if isinstance(proposer, CopyDrafter) else proposer
         serial = depth = copy = 0
         for h in proposer.heads:
-            if h.family == "copy":
+            if h.family == HeadFamily.COPY:
                 copy = max(h.positions, default=0)
             else:
                 depth = max(depth, max(h.positions, default=0))
-                if h.family == "serial":
+                if h.family == HeadFamily.SERIAL:
                     serial = max(serial, max(h.positions, default=0))
         return cls(serial, depth, learned.name if learned is not None else "copy", copy, proposer.heads)
 
@@ -136,9 +137,9 @@ class DrafterLayout:
             return self.heads
         out = []
         if self.serial_positions:
-            out.append(Head("serial", tuple(range(1, self.serial_positions + 1)), kind=self.kind))
+            out.append(Head(HeadFamily.SERIAL, tuple(range(1, self.serial_positions + 1)), kind=self.kind))
         if self.max_depth > self.serial_positions:
-            out.append(Head("mlp", tuple(range(self.serial_positions + 1, self.max_depth + 1)), kind=self.kind))
+            out.append(Head(HeadFamily.MLP, tuple(range(self.serial_positions + 1, self.max_depth + 1)), kind=self.kind))
         if self.copy:
             out.append(Head("copy", tuple(range(1, self.copy + 1)), kind="copy"))
         return tuple(out)
@@ -150,9 +151,9 @@ class DrafterLayout:
         if depth <= 0:
             return "root"
         for head in self.named_heads:
-            if head.family != "copy" and depth in head.positions:
+            if head.family != HeadFamily.COPY and depth in head.positions:
                 return head.family
-        return "copy"
+        return HeadFamily.COPY
 
     def label_of(self, family: str) -> str:
         """The legend's words for the head of ``family`` ("serial", "mlp", "copy")."""
@@ -189,7 +190,7 @@ def step_views(events: Sequence[StepEvent], tokenizer, prompt_ids: Sequence[int]
     for ev in events:
         toks: list[TokenView] = []
         rejected: list[TokenView] = []
-        n_acc = sum(1 for e in ev.emitted if e.head != "target")
+        n_acc = sum(1 for e in ev.emitted if e.head != HeadFamily.TARGET)
         for k, e in enumerate(ev.emitted):
             if k == n_acc and ev.rejected:
                 # Rejected drafts compete with the bonus token: decode them where it stands.
@@ -306,7 +307,7 @@ class RaceResult:
     drafter_note: str = ""
     temperature: float = 0.0
     notes: list[str] = field(default_factory=list)
-    scheme: str = "alternating"  # how the two runs were timed (app.race.TIMING)
+    scheme: str = "alternating"  # how the two runs were timed (app.race_run.TIMING)
     runtime: str = "torch"  # what ran the target's forwards: its runtime's name (gumiho.runtimes)
     weights: str = "float32"  # the weights that runtime multiplies, in words
     flat_verify: bool = True  # whether a verify over a few tokens cost about one forward there

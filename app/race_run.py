@@ -40,7 +40,7 @@ from gumiho import GenerationSettings, GumihoError, StepEvent, Target, TreeSetti
 from .gpu import on_gpu
 from .hub import ModelHub
 from .inputs import DEVICE_TREE, Request, check_prompt_length
-from .tokens import FastestRun, RaceResult, record
+from .run_views import FastestRun, RaceResult, record
 
 TIMING_NOTE = ("**How this race is timed:** vanilla and Gumiho never compute at the same moment. They take "
                "turns on this machine, a step at a time, so that both are always at about the same point of the "
@@ -251,7 +251,7 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
     progress = progress or Progress()
     progress.max_tokens = req.settings.max_new_tokens
     progress.phase = "loading"
-    res = hub.resolve(req.target_id, req.drafter_kind, req.drafter_path, req.copy, req.weights)
+    res = hub.resolve(req.target, req.drafter, req.drafter_path, req.copy_from_context, req.target_weights)
     target = res.target
     settings = race_settings(req.settings, target)
     ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)

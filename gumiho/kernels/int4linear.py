@@ -27,7 +27,6 @@ the target accepts, and so the output, cannot (the target's verification decides
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -122,13 +121,12 @@ def _kernel_works() -> bool:
 def available() -> bool:
     """Whether 4-bit drafter products are used in this process: the CPU has bfloat16
     instructions (the kernel's fast path), the kernel agrees with its reference
-    (checked once), and ``GUMIHO_INT4_DRAFTER`` is not 0."""
+    (checked once). A drafter loaded with another ``dtype`` (load_drafter) drafts without them."""
     global _AVAILABLE
     if _AVAILABLE is None:
         from .machine import cpu_has_native_bf16
 
-        on = os.environ.get("GUMIHO_INT4_DRAFTER", "1").strip().lower() not in ("0", "false", "no", "off")
-        _AVAILABLE = on and cpu_has_native_bf16() and _kernel_works()
+        _AVAILABLE = cpu_has_native_bf16() and _kernel_works()
     return _AVAILABLE
 
 

@@ -28,7 +28,7 @@ MAX_NEW = 24
 
 @pytest.fixture(scope="module")
 def default_target():
-    return load_target(None, device="cpu")
+    return load_target(None, device="cpu", runtime="torch")
 
 
 @pytest.fixture(scope="module")

@@ -281,7 +281,7 @@ def test_a_misread_export_falls_outside_the_tolerance(vllm_python, exported_defa
 
 
 def official_checkpoint(folder):
-    """A checkpoint built to the official amd/Gumiho-* names and shapes (gumiho.official)
+    """A checkpoint built to the official amd/Gumiho-* names and shapes (gumiho.formats.official)
     for the default target, from the shipped drafter's weights: the heads as mlp.*, no
     input norm on layer 0 (the official drafters have none), no draft vocabulary (they
     propose from the whole vocabulary), an embed_tokens of the target's shape."""

@@ -94,7 +94,7 @@ def test_real_drafter_random_weights_is_lossless(kind, dtype):
     cfg = DrafterConfig.for_target(target.config, kind)
     drafter = Drafter(cfg).eval().attach_target(target.model).to(dtype)
     assert drafter._draft_head_weight.dtype == dtype
-    for tree in (TreeSettings(total_tokens=8, depth=4, top_k=2), TreeSettings(total_tokens=20, depth=7, top_k=4,
+    for tree in (TreeSettings(total_tokens=8, depth=4, serial_top_k=2), TreeSettings(total_tokens=20, depth=7, serial_top_k=4,
                                                                                 mlp_keep=4, full_tree_tokens=6)):
         for prompt in prompts(3, 96, seed=11):
             ref, _ = run(target, prompt, max_new_tokens=24)

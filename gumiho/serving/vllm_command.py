@@ -1,0 +1,310 @@
+"""``python -m gumiho.serve``: a drafter of this project served by vLLM's OpenAI-compatible server.
+
+    python -m gumiho.serve --drafter assets/drafters/smollm2-135m-gumiho --num-speculative-tokens 4 --port 8000
+    python -m gumiho.serve --drafter none --port 8000              # the target alone, no drafter
+
+What it does, each step done once and cached:
+
+1. builds the vLLM environment (gumiho.serving.vllm_env: vLLM's CPU build in a virtual
+   environment of its own, with this repository's vLLM plugin, plugins/vllm-gumiho);
+2. writes the target as an ordinary transformers folder vLLM loads (the embedded default
+   target through ``gumiho.export target``; a folder you give is used as it is, a hub id
+   is handed to vLLM);
+3. exports the drafter by its kind: ``gumiho`` (this project's, or an official
+   amd/Gumiho-* checkpoint) through ``gumiho.export gumiho``, served by the plugin under
+   vLLM's ``eagle`` method; ``eagle3`` through ``gumiho.export eagle3``, served by vLLM's
+   own ``eagle3`` method; other kinds are refused in words;
+4. starts ``vllm serve`` and says where it listens once it answers. Ctrl-C (or SIGTERM)
+   stops vLLM and its workers.
+
+Exports live in the cache folder beside the environment (``~/.cache/gumiho/serve``),
+keyed by the source files, the target and the exporting code, so a second start goes
+straight to step 4.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..errors import GumihoError
+
+DEFAULT_K = {"gumiho": 4, "eagle3": 3}
+READY = "gumiho-export.json"  # written last into an export folder: a folder without it is redone
+STOP_SECONDS = 30  # how long vLLM gets to stop after Ctrl-C before it is killed
+START_TIMEOUT = 900
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gumiho.serve", description=__doc__.split("\n\n")[0])
+    p.add_argument("--drafter", required=True,
+                   help="a drafter folder (gumiho or eagle3 kind), an official amd/Gumiho-* checkpoint, or 'none'")
+    p.add_argument("--target", default=None,
+                   help="the target: a transformers folder or hub id (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--num-speculative-tokens", type=int, default=None,
+                   help="tokens drafted per step (default: 4 for a gumiho drafter, 3 for eagle3)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--served-model-name", default=None, help="the model name clients send (default: the target's)")
+    p.add_argument("--dtype", default="float32", help="vLLM's dtype (float32 keeps the engine's greedy tokens)")
+    p.add_argument("--max-model-len", type=int, default=2048)
+    p.add_argument("--kv-cache-gib", type=int, default=2, help="vLLM's KV cache on CPU (VLLM_CPU_KVCACHE_SPACE)")
+    p.add_argument("--compile", action="store_true",
+                   help="let vLLM compile the model (default: eager; with vllm-cpu 0.32 every start recompiles)")
+    p.add_argument("--log", default=None, metavar="FILE",
+                   help="write vLLM's own output to FILE instead of the terminal")
+    return p
+
+
+def cache_dir() -> Path:
+    from .vllm_env import env_dir
+
+    return env_dir().parent / "serve"
+
+
+def _fingerprint(path: str) -> str:
+    """A key for a source file or folder: its absolute path and its files' sizes and times."""
+    root = Path(path).expanduser().resolve()
+    digest = hashlib.sha256(str(root).encode())
+    files = [root] if root.is_file() else sorted(p for p in root.iterdir() if p.is_file()) if root.is_dir() else []
+    for f in files:
+        st = f.stat()
+        digest.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _code_key(*modules: str) -> str:
+    """A key for the code that writes an export (files of the gumiho package): a changed
+    exporter writes a new folder instead of reusing one it may no longer match."""
+    here = Path(__file__).resolve().parent.parent  # gumiho/
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update((here / module).read_bytes())
+    return digest.hexdigest()[:8]
+
+
+def _ready(folder: Path) -> Optional[dict]:
+    try:
+        return json.loads((folder / READY).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=1)
+def _loaded_target(target: Optional[str]):
+    """The target as the engine loads it (float32, torch runtime), once per process."""
+    from ..loading import load_target
+
+    return load_target(target, device="cpu", dtype="float32", runtime="torch")
+
+
+def prepare_target(target: Optional[str], log: Callable[[str], None]) -> tuple[str, str]:
+    """(what vLLM loads, the name clients send): a transformers folder or a hub id."""
+    if target and os.path.isdir(os.path.expanduser(target)):
+        folder = os.path.expanduser(target)
+        if not os.path.isfile(os.path.join(folder, "config.json")):
+            raise GumihoError(f"Target folder {target!r} has no config.json: give a transformers folder (for the "
+                              f"embedded default, leave --target out).")
+        return folder, os.path.basename(os.path.normpath(folder))
+    if target:
+        return target, target  # a hub id: vLLM fetches it
+    from ..export.transformers_folder import export_target
+    from ..loading import DEFAULT_TARGET, DEFAULT_TARGET_LABEL
+
+    folder = cache_dir() / f"target-default-{_code_key('export/transformers_folder.py')}"
+    if _ready(folder) is None:
+        log(f"writing the default target as a transformers folder in {folder} (once) ...")
+        export_target(_loaded_target(None), folder, force=True)
+        (folder / READY).write_text(json.dumps({"target": DEFAULT_TARGET}))
+    return str(folder), DEFAULT_TARGET_LABEL
+
+
+def prepare_drafter(drafter: str, target: Optional[str], log: Callable[[str], None]) -> tuple[str, str]:
+    """(export folder, kind) for a drafter source; exported once per source and target."""
+    from ..export.eagle3 import write_eagle3
+    from ..export.gumiho import check_servable, write_gumiho
+    from ..loading import load_drafter
+
+    key = "-".join([_fingerprint(drafter), hashlib.sha256(str(target or "default").encode()).hexdigest()[:8],
+                    _code_key("export/gumiho.py", "formats/eagle3.py")])
+    folder = cache_dir() / f"drafter-{key}"
+    done = _ready(folder)
+    if done is not None:
+        return str(folder), done["kind"]
+    log(f"exporting the drafter {drafter} for vLLM into {folder} (once) ...")
+    loaded_target = _loaded_target(target)
+    model = load_drafter(drafter, loaded_target, dtype="fp32")
+    kind = model.cfg.kind
+    if kind == "gumiho":
+        check_servable(model.cfg)
+        write_gumiho(model, str(folder), loaded_target.config, source=drafter)
+    elif kind == "eagle3":
+        write_eagle3(model, str(folder), loaded_target.config)
+    else:
+        raise GumihoError(f"The drafter {drafter!r} is of the {kind!r} kind, which vLLM cannot serve: serve a drafter "
+                          f"of the gumiho kind (through the vllm-gumiho plugin) or the eagle3 kind (vLLM's own "
+                          f"eagle3 method).")
+    (folder / READY).write_text(json.dumps({"kind": kind, "source": drafter}))
+    return str(folder), kind
+
+
+def speculative_config(folder: str, kind: str, k: Optional[int]) -> dict:
+    k = DEFAULT_K[kind] if k is None else k
+    if k < 1:
+        raise GumihoError(f"--num-speculative-tokens must be at least 1, got {k}.")
+    if kind == "gumiho":
+        with open(os.path.join(folder, "config.json")) as f:
+            settings = json.load(f)["gumiho"]
+        most = settings["serial_positions"] + settings["mlp_heads"]
+        if k > most:
+            raise GumihoError(f"--num-speculative-tokens {k} is more than this drafter drafts "
+                              f"({settings['serial_positions']} serial positions and {settings['mlp_heads']} MLP "
+                              f"heads, so at most {most}).")
+    return {"method": "eagle" if kind == "gumiho" else "eagle3", "model": folder, "num_speculative_tokens": k}
+
+
+def vllm_command(python: Path, model: str, name: str, args, spec: Optional[dict]) -> list[str]:
+    """The OpenAI-compatible server ``vllm serve`` starts, run through its module: the
+    ``vllm`` command of the vllm-cpu 0.32.0 build exits at start, looking up the version
+    of a distribution named "vllm" (it is installed as "vllm-cpu")."""
+    command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+               "--host", args.host, "--port", str(args.port),
+               "--served-model-name", name, "--dtype", args.dtype, "--max-model-len", str(args.max_model_len),
+               "--seed", "0"]
+    if not args.compile:
+        command.append("--enforce-eager")
+    if spec is not None:
+        command += ["--speculative-config", json.dumps(spec)]
+    return command
+
+
+def start_vllm(python: Path, model: str, name: str, spec: Optional[dict], port: int, host: str = "127.0.0.1",
+               dtype: str = "float32", max_model_len: int = 2048, kv_cache_gib: Optional[int] = None,
+               compiled: bool = False, log_path=None, extra_env: Optional[dict] = None) -> subprocess.Popen:
+    """vLLM's OpenAI-compatible server in a session of its own (so that Ctrl-C reaches the
+    caller, which stops vLLM's whole process group with :func:`stop`), its output to
+    ``log_path`` (None: this terminal)."""
+    from .vllm_env import KV_CACHE_GIB, engine_environment
+
+    args = argparse.Namespace(host=host, port=port, dtype=dtype, max_model_len=max_model_len, compile=compiled)
+    env = engine_environment(max(kv_cache_gib or KV_CACHE_GIB, KV_CACHE_GIB))
+    env.update(extra_env or {})
+    out = open(log_path, "a") if log_path else None
+    try:
+        return subprocess.Popen(vllm_command(python, model, name, args, spec), env=env, stdout=out,
+                                stderr=subprocess.STDOUT if out else None, start_new_session=True)
+    finally:
+        if out:
+            out.close()  # the child holds its own copy
+
+
+def wait_until_serving(process: subprocess.Popen, url: str, timeout: float) -> bool:
+    """True once the server answers /health; False when vLLM exited first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                if r.status == 200:
+                    return True
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(1)
+    return False
+
+
+def stop(process: subprocess.Popen, log: Callable[[str], None]) -> None:
+    """SIGINT to vLLM's process group (its own shutdown), SIGKILL after STOP_SECONDS."""
+    if process.poll() is not None:
+        return
+    log("stopping vLLM ...")
+    try:
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    except ProcessLookupError:
+        pass
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def serve(args, log: Callable[[str], None]) -> int:
+    from .vllm_env import ensure_env, failure_cause
+
+    python = ensure_env(log=log)
+    model, name = prepare_target(args.target, log)
+    spec = None
+    if args.drafter.strip().lower() != "none":
+        folder, kind = prepare_drafter(args.drafter, args.target, log)
+        spec = speculative_config(folder, kind, args.num_speculative_tokens)
+    what = ("no drafter" if spec is None else
+            f"{spec['method']} drafter, {spec['num_speculative_tokens']} tokens per draft")
+    log(f"starting vLLM ({what}) ...")
+    process = start_vllm(python, model, args.served_model_name or name, spec, args.port, args.host, args.dtype,
+                         args.max_model_len, args.kv_cache_gib, args.compile, args.log)
+    # Ctrl-C, and a service manager's SIGTERM: the same clean stop. Set explicitly: a
+    # process started in the background by a shell inherits SIGINT ignored.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '') else args.host}:{args.port}"
+    try:
+        if not wait_until_serving(process, url, START_TIMEOUT):
+            code = process.poll()
+            stop(process, log)
+            where = f" (its output is in {args.log})" if args.log else " (its output is above)"
+            cause = failure_cause(Path(args.log).read_text(errors="replace")) if args.log else ""
+            raise GumihoError(f"vLLM did not start{where}: " +
+                              (f"it exited with code {code}" if code is not None else
+                               f"it did not answer within {START_TIMEOUT} s") + (f": {cause}" if cause else "."))
+        log(f"serving {args.served_model_name or name} at {url}/v1 (OpenAI-compatible: /v1/chat/completions, "
+            f"/v1/completions; counters at {url}/metrics). Ctrl-C stops it.")
+        process.wait()
+        log(f"vLLM exited with code {process.returncode}.")
+        return 0 if process.returncode == 0 else 1
+    except KeyboardInterrupt:
+        stop(process, log)
+        log("stopped.")
+        return 0
+
+
+def main(argv=None) -> int:
+    from .vllm_env import RegistryUnreachable, VllmEnvError
+
+    args = build_parser().parse_args(argv)
+
+    def log(message: str) -> None:
+        print(f"gumiho.serve: {message}", flush=True)
+
+    try:
+        return serve(args, log)
+    except RegistryUnreachable as e:
+        print(f"gumiho.serve: vLLM cannot be built on this machine: {e}", file=sys.stderr)
+        return 2
+    except VllmEnvError as e:
+        print(f"gumiho.serve: vLLM cannot be built or run here: {e}", file=sys.stderr)
+        return 2
+    except GumihoError as e:
+        print(f"gumiho.serve: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gumiho.serve: stopped.", flush=True)
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

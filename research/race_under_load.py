@@ -34,7 +34,7 @@ import time
 
 from gumiho.app.hub import ModelHub
 from gumiho.app.inputs import DEVICE_TREE, RaceForm, parse_request
-from gumiho.app.race import SCHEMES, Progress, compute_race
+from gumiho.app.race_run import SCHEMES, Progress, compute_race
 from gumiho.app.render import speedup
 from gumiho import shipped_drafter_path
 

@@ -87,6 +87,8 @@ def main(argv=None) -> int:
         failed |= not same
         record["races"].append({"prompt": prompt, "identical": same, "tokens": g.new_tokens, "tau": round(g.tau, 3),
                                 "vanilla_s": round(res.vanilla.wall_s, 4), "gumiho_s": round(res.gumiho.wall_s, 4),
+                                "vanilla_tokens_per_s": round(v.tokens_per_s, 2),
+                                "gumiho_tokens_per_s": round(g.tokens_per_s, 2),
                                 "speedup": round(res.vanilla.wall_s / res.gumiho.wall_s, 3) if res.gumiho.wall_s else None,
                                 "acceptance_by_position": [round(x, 3) for x in g.acceptance_by_position(7)],
                                 "tree_nodes": req.settings.tree.total_tokens})

@@ -16,8 +16,6 @@ import pytest
 from app import deploy
 from app.rehearsal import CUT_NETWORK_SITE, RehearsalError, rehearse
 
-from helpers import ROOT  # noqa: F401  (the tests' path setup)
-
 
 @pytest.fixture(scope="module")
 def cpu_rehearsal(tmp_path_factory):

@@ -128,16 +128,21 @@ def make_venv(where: Path, python: str = sys.executable) -> Path:
     return where / "bin" / "python"
 
 
-def install(venv_python: Path, requirements: Path) -> float:
-    """``pip install --only-binary=:all: -r requirements``; seconds taken. An index
-    that cannot be reached (PyTorch's, from here) is asked once, briefly."""
+def pip(python, args: list, failure: str) -> None:
+    """``python -m pip ARGS``, an index that cannot be reached (PyTorch's, from here)
+    asked once, briefly; a failure raised as ``failure``: pip's ERROR lines."""
     env = dict(os.environ, PIP_RETRIES="0", PIP_TIMEOUT="10", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    t0 = time.monotonic()
-    out = subprocess.run([str(venv_python), "-m", "pip", "install", "-q", "--only-binary=:all:", "-r",
-                          str(requirements)], capture_output=True, text=True, env=env)
+    out = subprocess.run([str(python), "-m", "pip", *args], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         errors = [ln for ln in out.stderr.splitlines() if ln.startswith("ERROR")] or out.stderr.splitlines()[-3:]
-        raise RehearsalError("the wheels-only install failed: " + " | ".join(errors)[:600])
+        raise RehearsalError(f"{failure}: " + " | ".join(errors)[:600])
+
+
+def install(venv_python: Path, requirements: Path) -> float:
+    """``pip install --only-binary=:all: -r requirements``; seconds taken."""
+    t0 = time.monotonic()
+    pip(venv_python, ["install", "-q", "--only-binary=:all:", "-r", str(requirements)],
+        "the wheels-only install failed")
     return time.monotonic() - t0
 
 
@@ -148,16 +153,11 @@ def resolve_for(requirements: Path, python_version: str) -> int:
     platforms = [f"manylinux_2_{v}_x86_64" for v in range(28, 16, -1)] + ["manylinux2014_x86_64"]
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--only-binary=:all:",
-               "--python-version", python_version, "--target", str(Path(tmp) / "t"), "--report", str(report), "-q",
-               "-r", str(requirements)]
+        args = ["install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--python-version", python_version,
+                "--target", str(Path(tmp) / "t"), "--report", str(report), "-q", "-r", str(requirements)]
         for p in platforms:
-            cmd += ["--platform", p]
-        out = subprocess.run(cmd, capture_output=True, text=True,
-                             env=dict(os.environ, PIP_RETRIES="0", PIP_TIMEOUT="10"))
-        if out.returncode != 0:
-            errors = [ln for ln in out.stderr.splitlines() if ln.startswith("ERROR")] or out.stderr.splitlines()[-3:]
-            raise RehearsalError(f"no wheels for Python {python_version}: " + " | ".join(errors)[:600])
+            args += ["--platform", p]
+        pip(sys.executable, args, f"no wheels for Python {python_version}")
         return len(json.loads(report.read_text())["install"])
 
 

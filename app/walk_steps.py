@@ -195,7 +195,7 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
             for i in range(1, len(tree)):  # parents come first
                 path_prob[i] = path_prob[tree.parents[i]] * tree.probs[i]
             steps.append(WalkStep(ev.step, texts, list(tree.parents), list(tree.depths), list(tree.probs),
-                                  list(tree.full_tree) or [False] * len(tree), list(ev.accepted_nodes),
+                                  list(tree.full_tree), list(ev.accepted_nodes),
                                   list(ev.target_choices), choice_text, ev.drafted, ev.accepted_length,
                                   sum(path_prob[1:]),
                                   # Who proposed each node, as the tree records it (the root's word is the page's).

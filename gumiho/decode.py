@@ -252,12 +252,9 @@ def prefill(run: Run) -> StepEvent:
 
 def draft(run: Run, root: int) -> DraftTree:
     """The proposer's tree below ``root``, within the settings' budget and the room
-    the context window leaves, with the head that proposed each node recorded (the
-    events and everything downstream read it there)."""
-    tree = run.session.propose(root, Budget(run.tree_settings, max_depth=run.room, verify_cost=run.verify_cost))
-    if len(tree.heads) != len(tree):  # a proposer that does not record them: its heads say, by depth
-        tree = replace(tree, heads=[run.proposer.head_of(tree, i) for i in range(len(tree))])
-    return tree
+    the context window leaves. The tree records the head that proposed each node
+    (the events and everything downstream read it there)."""
+    return run.session.propose(root, Budget(run.tree_settings, max_depth=run.room, verify_cost=run.verify_cost))
 
 
 def verify(run: Run, tree: DraftTree) -> Forward:
@@ -303,7 +300,7 @@ def emit(run: Run, step: int, tree: DraftTree, acc: Acceptance, new_tokens: list
     run.produced += len(toks)
     return StepEvent(step=step, emitted=emitted, accepted_length=len(acc.path), rejected=rejected,
                      drafted=len(tree) - 1, copy_nodes=sum(tree.copied), draft_s=td - ts, verify_s=tv - td,
-                     copied_positions=[k + 1 for k, node in enumerate(acc.path) if tree.is_copied(node)],
+                     copied_positions=[k + 1 for k, node in enumerate(acc.path) if tree.copied[node]],
                      elapsed_s=tv - run.t0, tree=tree if keep_trees else None, accepted_nodes=acc.path,
                      target_choices=acc.target_choices, finished=reason is not None, finish_reason=reason)
 

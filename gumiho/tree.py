@@ -101,24 +101,54 @@ class TreeSettings:
 
 @dataclass
 class DraftTree:
-    tokens: list[int]  # token id per node; node 0 is the root
+    """One struct of arrays, one entry per node in every list (node 0 the root).
+    Build one with :meth:`root_only` and :meth:`add`, or :meth:`of` from tokens and
+    parents; every builder records who proposed each node."""
+
+    tokens: list[int]  # token id per node
     parents: list[int]  # parent index per node; -1 for the root
     depths: list[int]  # 0 for the root
     probs: list[float]  # drafter's conditional probability of the node given its parent; 1 for the root
-    scores: list[float] = field(default_factory=list)  # cumulative log-probability along the path
-    full_tree: list[bool] = field(default_factory=list)  # node added by the full-tree extension
-    copied: list[bool] = field(default_factory=list)  # node added by the copy proposer (gumiho.proposers.copying); [] = none
-    # Who proposed each node: "target" (the root), "serial" (a serial step), "mlp" (an
-    # MLP head), "copy" (copied from the context); with the node's depth it names the
-    # very step or head. [] = not recorded (the decode loop fills it in from the proposer).
-    heads: list[str] = field(default_factory=list)
+    scores: list[float]  # cumulative log-probability along the path; 0 for the root
+    # Who proposed each node: the target (the root), a serial step, an MLP head, or
+    # the context (copied); with the node's depth it names the very step or head.
+    heads: list[HeadFamily]
+    full_tree: list[bool]  # node added by the full-tree extension
+    copied: list[bool]  # node added by the copy proposer (gumiho.proposers.copying)
 
     def __len__(self):
         return len(self.tokens)
 
     @classmethod
     def root_only(cls, token: int) -> "DraftTree":
-        return cls([token], [-1], [0], [1.0], [0.0], [False])
+        return cls([token], [-1], [0], [1.0], [0.0], [HeadFamily.TARGET], [False], [False])
+
+    @classmethod
+    def of(cls, tokens: list[int], parents: list[int], probs: Optional[list[float]] = None,
+           heads: Optional[list[HeadFamily]] = None) -> "DraftTree":
+        """A tree from its tokens and parents (parents first; the root's is -1), as a
+        test or an example writes one: depths and scores follow from the parents and
+        ``probs`` (default 1 each); ``heads`` default to a serial step for every
+        drafted node."""
+        tree = cls.root_only(tokens[0])
+        for i in range(1, len(tokens)):
+            p = 1.0 if probs is None else float(probs[i])
+            tree.add(tokens[i], parents[i], p, tree.scores[parents[i]] + math.log(max(p, 1e-30)),
+                     HeadFamily.SERIAL if heads is None else heads[i])
+        return tree
+
+    def add(self, token: int, parent: int, prob: float, score: float, head: HeadFamily,
+            full_tree: bool = False, copied: bool = False) -> int:
+        """Append a node below ``parent``; returns its index."""
+        self.tokens.append(int(token))
+        self.parents.append(parent)
+        self.depths.append(self.depths[parent] + 1)
+        self.probs.append(float(prob))
+        self.scores.append(float(score))
+        self.heads.append(HeadFamily(head))
+        self.full_tree.append(bool(full_tree))
+        self.copied.append(bool(copied))
+        return len(self.tokens) - 1
 
     def children(self) -> list[list[int]]:
         """Children of each node, best draft probability first (the order in which
@@ -131,9 +161,6 @@ class DraftTree:
             ch.sort(key=lambda i: -self.probs[i])
         return out
 
-    def is_copied(self, node: int) -> bool:
-        return bool(self.copied) and self.copied[node]
-
     def path_to(self, node: int) -> list[int]:
         """Node indices from the first drafted node down to ``node`` (root excluded)."""
         path = []
@@ -143,14 +170,17 @@ class DraftTree:
         return path[::-1]
 
     def check(self):
+        n = len(self.tokens)
+        sizes = {name: len(getattr(self, name)) for name in
+                 ("parents", "depths", "probs", "scores", "heads", "full_tree", "copied")}
+        if any(size != n for size in sizes.values()):
+            raise GumihoError(f"Malformed draft tree: {n} tokens, but per-node lists of sizes {sizes}.")
         for i, p in enumerate(self.parents):
             if i == 0:
                 if p != -1 or self.depths[0] != 0:
                     raise GumihoError("Malformed draft tree: node 0 must be the root.")
             elif not (0 <= p < i) or self.depths[i] != self.depths[p] + 1:
                 raise GumihoError(f"Malformed draft tree at node {i}.")
-        if self.heads and len(self.heads) != len(self.tokens):
-            raise GumihoError(f"Malformed draft tree: {len(self.heads)} heads recorded for {len(self.tokens)} nodes.")
         return self
 
 
@@ -220,31 +250,36 @@ def select_nodes(scores: list[float], parents: list[int], budget: int) -> list[i
 
 
 
-def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths, cand_probs, cand_scores,
-                         budget: int, extension: Optional[list] = None,
-                         keep: Optional[list[int]] = None, head_at: Optional[Callable[[int], str]] = None) -> DraftTree:
-    """Build the DraftTree from a candidate pool. Candidate parents index the pool
-    (-1 = child of the root). ``extension`` optionally lists extra (pool index of a
-    leaf, [(token, prob), ...]) chains appended below chosen leaves (full tree).
-    ``keep``: ``select_nodes(cand_scores, cand_parents, budget)`` when the caller
-    already has it. ``head_at``: the head family that proposed a node at a depth,
-    recorded per node (None: not recorded)."""
-    if keep is None:
-        keep = select_nodes(cand_scores, cand_parents, budget)
+@dataclass
+class CandidatePool:
+    """A step's drafted candidates, before the tree is chosen from them: per
+    candidate its token, parent (an index of the pool; -1 = a child of the root),
+    depth, draft probability and score (log path probability). Python lists: a
+    drafter fills a whole depth at a time from one read of the device."""
+
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    depths: list[int] = field(default_factory=list)
+    probs: list[float] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+
+    def __len__(self):
+        return len(self.tokens)
+
+
+def tree_from_candidates(root_token: int, pool: CandidatePool, keep: list[int],
+                         head_at: Callable[[int], HeadFamily], extension: Optional[list] = None) -> DraftTree:
+    """The DraftTree of the pool's candidates ``keep`` (ascending, closed under
+    ancestors: ``select_nodes``), each recorded with ``head_at(depth)``, the head
+    family that drafts that depth. ``extension`` optionally lists extra (pool
+    index of a leaf, [(token, prob), ...]) chains appended below chosen leaves
+    (the full tree)."""
     new_index = {old: k + 1 for k, old in enumerate(keep)}
     tree = DraftTree.root_only(root_token)
-    if head_at is not None:
-        tree.heads = [HeadFamily.TARGET]
     for old in keep:
-        p = cand_parents[old]
-        tree.tokens.append(int(cand_tokens[old]))
-        tree.parents.append(0 if p < 0 else new_index[p])
-        tree.depths.append(int(cand_depths[old]))
-        tree.probs.append(float(cand_probs[old]))
-        tree.scores.append(float(cand_scores[old]))
-        tree.full_tree.append(False)
-        if head_at is not None:
-            tree.heads.append(head_at(tree.depths[-1]))
+        p = pool.parents[old]
+        tree.add(pool.tokens[old], 0 if p < 0 else new_index[p], pool.probs[old], pool.scores[old],
+                 head_at(int(pool.depths[old])))
     if extension:
         has_children = set(tree.parents)
         chains = []
@@ -261,15 +296,8 @@ def tree_from_candidates(root_token: int, cand_tokens, cand_parents, cand_depths
         n = 0
         for parent, chain in chains:
             for tok, _ in chain:
-                tree.tokens.append(int(tok))
-                tree.parents.append(parent)
-                tree.depths.append(tree.depths[parent] + 1)
-                tree.probs.append(probs[n])
-                tree.scores.append(tree.scores[parent] + logs[n])
-                tree.full_tree.append(True)
-                if head_at is not None:
-                    tree.heads.append(head_at(tree.depths[-1]))
-                parent = len(tree) - 1
+                parent = tree.add(tok, parent, probs[n], tree.scores[parent] + logs[n],
+                                  head_at(tree.depths[parent] + 1), full_tree=True)
                 n += 1
     return tree
 
@@ -290,8 +318,7 @@ def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None
     if not chain:
         return tree
     out = DraftTree(list(tree.tokens), list(tree.parents), list(tree.depths), list(tree.probs),
-                    list(tree.scores) or [0.0] * len(tree), list(tree.full_tree) or [False] * len(tree),
-                    list(tree.copied) or [False] * len(tree), list(tree.heads))
+                    list(tree.scores), list(tree.heads), list(tree.full_tree), list(tree.copied))
     children: dict[tuple[int, int], int] = {}
     for i in range(1, len(out)):
         children.setdefault((out.parents[i], out.tokens[i]), i)
@@ -302,16 +329,8 @@ def add_chain(tree: DraftTree, chain: list[int], max_depth: Optional[int] = None
         if nxt is None:
             if max_depth is not None and out.depths[node] + 1 > max_depth:
                 break
-            out.tokens.append(tok)
-            out.parents.append(node)
-            out.depths.append(out.depths[node] + 1)
-            out.probs.append(float(copy_prob))
-            out.scores.append(out.scores[node] + (math.log(copy_prob) if copy_prob > 0 else -1e9))
-            out.full_tree.append(False)
-            out.copied.append(True)
-            if out.heads:
-                out.heads.append(HeadFamily.COPY)
-            nxt = len(out) - 1
+            nxt = out.add(tok, node, copy_prob, out.scores[node] + (math.log(copy_prob) if copy_prob > 0 else -1e9),
+                          HeadFamily.COPY, copied=True)
             children[(node, tok)] = nxt
         node = nxt
     return out
@@ -324,20 +343,20 @@ def keep_best(tree: DraftTree, budget: int, keep_above: float = 1.0) -> DraftTre
     ancestors; 1 or more: none). The order of the kept nodes, and so parents-first,
     is kept."""
     n = len(tree)
-    scores = list(tree.scores) or [0.0] * n
+    scores = tree.scores
     forced: set[int] = set()
     threshold = (math.inf if keep_above >= 1 else math.log(keep_above) if keep_above > 0 else -math.inf)
     for i in range(1, n):
-        if tree.is_copied(i) and scores[i] >= threshold:
+        if tree.copied[i] and scores[i] >= threshold:
             j = i
             while j > 0 and j not in forced:
                 forced.add(j)
                 j = tree.parents[j]
     # The rest by select_nodes over the pool of drafted nodes (pool parents: -1 = the root).
     pool = [i for i in range(1, n) if i not in forced]
-    if len(pool) + len(forced) <= budget + sum(tree.is_copied(i) for i in forced):
+    if len(pool) + len(forced) <= budget + sum(tree.copied[i] for i in forced):
         return tree
-    room = max(budget - sum(not tree.is_copied(i) for i in forced), 0)
+    room = max(budget - sum(not tree.copied[i] for i in forced), 0)
     # A pool node whose parent is forced hangs from a kept node: it counts as a root child.
     pos = {old: k for k, old in enumerate(pool)}
     chosen = select_nodes([scores[i] for i in pool],
@@ -350,17 +369,7 @@ def subtree(tree: DraftTree, keep: list[int]) -> DraftTree:
     """The root and the nodes ``keep`` (ascending, closed under ancestors), re-indexed."""
     new = {0: 0}
     out = DraftTree.root_only(tree.tokens[0])
-    out.copied = [False]
-    out.heads = [tree.heads[0]] if tree.heads else []
     for i in keep:
-        new[i] = len(out)
-        out.tokens.append(tree.tokens[i])
-        out.parents.append(new[tree.parents[i]])
-        out.depths.append(tree.depths[i])
-        out.probs.append(tree.probs[i])
-        out.scores.append(tree.scores[i] if tree.scores else 0.0)
-        out.full_tree.append(tree.full_tree[i] if tree.full_tree else False)
-        out.copied.append(tree.is_copied(i))
-        if out.heads:
-            out.heads.append(tree.heads[i])
+        new[i] = out.add(tree.tokens[i], new[tree.parents[i]], tree.probs[i], tree.scores[i], tree.heads[i],
+                         full_tree=tree.full_tree[i], copied=tree.copied[i])
     return out

@@ -99,14 +99,9 @@ class _OracleSession(ProposerSession):
                 if t in used:
                     continue
                 used.add(t)
-                tree.tokens.append(t)
-                tree.parents.append(parent)
-                tree.depths.append(d)
-                tree.probs.append(0.9 if t == tok else 0.05)
-                tree.scores.append(0.0)
-                tree.full_tree.append(False)
+                node = tree.add(t, parent, 0.9 if t == tok else 0.05, 0.0, o.family_at(d))
                 if t == tok:
-                    main = len(tree) - 1
+                    main = node
             parent = main
         return tree.check()
 
@@ -135,13 +130,7 @@ class FixedTreeDrafter(_ScriptedHeads, ProposerSession):
             nxt = []
             for p in frontier:
                 for t in toks:
-                    tree.tokens.append(t)
-                    tree.parents.append(p)
-                    tree.depths.append(d)
-                    tree.probs.append(1.0 / len(toks))
-                    tree.scores.append(0.0)
-                    tree.full_tree.append(False)
-                    nxt.append(len(tree) - 1)
+                    nxt.append(tree.add(t, p, 1.0 / len(toks), 0.0, self.family_at(d)))
             frontier = nxt
         return tree
 

@@ -20,7 +20,7 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-from ..kernels.cpulinear import linear
+from ..kernels.cpulinear import full_precision_product
 from ..errors import GumihoError
 from .layers import DecoderLayer, Eagle3FirstLayer, RMSNorm, SiLUBlock
 
@@ -105,7 +105,7 @@ class Eagle3(Kind):
         return torch.cat([drafter.embed(next_ids), hidden.to(drafter.weight_dtype)], dim=-1)
 
     def draft_logits(self, drafter, hidden):
-        return linear(drafter.norm(hidden.to(drafter.weight_dtype)), drafter.lm_head.weight)
+        return full_precision_product(drafter.lm_head, drafter.norm(hidden.to(drafter.weight_dtype)))
 
     def train_logits(self, drafter, pred):
         return drafter.lm_head(drafter.norm(pred.to(drafter.weight_dtype))).float()
@@ -155,7 +155,7 @@ class Medusa(Kind):
         return hidden.to(drafter.weight_dtype)
 
     def head_logits(self, drafter, head_out):
-        return torch.stack([linear(head_out[..., j, :].to(drafter.weight_dtype), lm.weight)
+        return torch.stack([full_precision_product(lm, head_out[..., j, :].to(drafter.weight_dtype))
                             for j, lm in enumerate(drafter.lm_heads[:head_out.shape[-2]])], dim=-2)
 
 

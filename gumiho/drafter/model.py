@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 
 from ..checkpoint import compare_shapes, meta_shapes, safetensors_shapes, unreadable
-from ..kernels.cpulinear import linear
+from ..kernels.cpulinear import PackedWeight
 from ..kernels.int4linear import available as int4_available, current as int4_current, int4_linears, product
 from ..errors import GumihoError
 from .config import DrafterConfig
@@ -44,6 +44,7 @@ class Drafter(nn.Module):
         self._embed: Optional[nn.Embedding] = None
         self._lm_head_weight: Optional[torch.Tensor] = None
         self._draft_head_weight: Optional[torch.Tensor] = None
+        self._draft_head_packed: Optional[PackedWeight] = None  # its packed copy, kept beside it
         # With use_int4: the draft head's 4-bit copy (gumiho.kernels.int4linear), remade with it.
         self.int4 = False
         self._draft_head_int4 = None
@@ -86,6 +87,7 @@ class Drafter(nn.Module):
         if self._lm_head_weight is not None:
             rows = self._lm_head_weight[self.draft_vocab_ids.to(self._lm_head_weight.device)]
             self._draft_head_weight = rows.to(self.weight_dtype).contiguous()
+            self._draft_head_packed = PackedWeight(self._draft_head_weight)
             if self.int4:
                 self._draft_head_int4 = int4_current(self._draft_head_weight, None)
 
@@ -138,7 +140,7 @@ class Drafter(nn.Module):
         head = self._draft_head_int4
         if head is not None and not torch.is_grad_enabled() and hidden.device.type == "cpu":
             return product(hidden, head)
-        return linear(hidden, self._draft_head_weight)
+        return self._draft_head_packed(hidden)
 
     def init_own_head(self, target_model) -> None:
         """A drafter's own final norm and LM head (eagle3) started from the target's;

@@ -9,9 +9,11 @@ a many-row product cost little more than a one-row one.
 
 ``pack_linears(model)`` turns the model's ``nn.Linear`` layers into
 :class:`PackedLinear` (same parameters, same state dict, same results up to
-float32 rounding). The packed copy of a weight is made on first use and made
-again if the weight changes; it lives outside the module, so copying, pickling
-and saving are unaffected. Anything the packed kernel does not cover (another
+float32 rounding). A layer keeps its weight's packed copy itself, made at
+packing (or on first use) and made again if the weight changes; copying,
+pickling and saving leave it out. A weight that is not a layer's (the drafter's
+rows of the target's LM head) is packed by the :class:`PackedWeight` that its
+owner keeps beside it. No packed copy lives anywhere but with its owner. Anything the packed kernel does not cover (another
 device or dtype, autograd through the layer, a build without oneDNN) takes the
 ordinary ``F.linear`` path. ``load_target(packed=False)`` leaves a target unpacked.
 
@@ -23,15 +25,9 @@ drafter's precision changes only what it proposes, never what the target accepts
 """
 from __future__ import annotations
 
-import threading
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.weak import WeakIdKeyDictionary
-
-_PACKED = WeakIdKeyDictionary()  # weight tensor -> (weight version, packed weight)
-_LOCK = threading.Lock()
 _AVAILABLE = None  # None: not checked yet
 _AVAILABLE_BF16 = None
 
@@ -100,28 +96,43 @@ def _stamp(weight: torch.Tensor) -> tuple:
     return _version(weight), weight.data_ptr(), weight.dtype
 
 
-def _packed(weight: torch.Tensor) -> torch.Tensor:
-    entry = _PACKED.get(weight)
-    stamp = _stamp(weight)
-    if entry is None or entry[0] != stamp:
-        with torch.no_grad():
-            entry = (stamp, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 16))
-        with _LOCK:
-            _PACKED[weight] = entry
-    return entry[1]
+def _pack(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` in the kernel's packed layout (a new copy)."""
+    with torch.no_grad():
+        return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 16)
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)``, through the packed kernel where it applies."""
-    if _usable(x, weight, bias):
-        return torch.ops.mkldnn._linear_pointwise(x, _packed(weight), bias, "none", [], "")
-    return F.linear(x, weight, bias)
+def _packed_product(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+class PackedWeight:
+    """A weight matrix that is not a layer's, and its packed copy: calling it is
+    ``F.linear(x, weight, bias)``, through the packed kernel where it applies. The
+    copy is made on first use and made again when the weight changes (_stamp).
+    Two threads remaking a stale copy at once make the same copy: no lock needed."""
+
+    def __init__(self, weight: torch.Tensor):
+        self.weight = weight
+        self._pk = None  # (the weight's _stamp, packed weight)
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        w = self.weight
+        if not _usable(x, w, bias):
+            return F.linear(x, w, bias)
+        pk, stamp = self._pk, _stamp(w)
+        if pk is None or pk[0] != stamp:
+            pk = self._pk = (stamp, _pack(w))
+        return _packed_product(x, pk[1], bias)
+
+    def __getstate__(self):
+        return {"weight": self.weight, "_pk": None}
 
 
 class PackedLinear(nn.Linear):
-    """An ``nn.Linear`` whose forward goes through :func:`linear`. It remembers its
-    packed weight (and what it was packed from, see _stamp) to skip the look-up on
-    the next call; copies and pickles leave that out."""
+    """An ``nn.Linear`` whose forward goes through the packed kernel where it
+    applies. It keeps its packed weight (and what it was packed from, see _stamp),
+    made again when the weight changes; copies and pickles leave that out."""
 
     _pk = None  # (weight, its _stamp, packed weight)
 
@@ -129,11 +140,11 @@ class PackedLinear(nn.Linear):
         w, pk = self.weight, self._pk
         if (pk is not None and pk[0] is w and pk[1] == _stamp(w) and x.dtype == w.dtype
                 and x.device.type == "cpu" and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))):
-            return torch.ops.mkldnn._linear_pointwise(x, pk[2], self.bias, "none", [], "")
+            return _packed_product(x, pk[2], self.bias)
         if _usable(x, w, self.bias):
-            packed = _packed(w)
+            packed = _pack(w)
             self.__dict__["_pk"] = (w, _stamp(w), packed)
-            return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, "none", [], "")
+            return _packed_product(x, packed, self.bias)
         return F.linear(x, w, self.bias)
 
     def __getstate__(self):
@@ -154,6 +165,15 @@ def pack_linears(module: nn.Module, prepack: bool = True) -> nn.Module:
         if type(m) is nn.Linear:
             m.__class__ = PackedLinear
         if prepack and type(m) is PackedLinear and m.weight.device.type == "cpu" and _kernel_takes(m.weight.dtype):
-            _packed(m.weight)
+            m.__dict__["_pk"] = (m.weight, _stamp(m.weight), _pack(m.weight))
     return module
+
+
+def full_precision_product(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x)`` in the layer's own precision: through its packed copy where it
+    is a PackedLinear, never through a 4-bit copy (gumiho.kernels.int4linear) that
+    a 4-bit drafter's layers carry. The drafter's own LM heads draft this way."""
+    if isinstance(layer, PackedLinear):
+        return PackedLinear.forward(layer, x)
+    return F.linear(x, layer.weight, layer.bias)
 

@@ -130,18 +130,6 @@ class Proposer:
                 return h.family
         return COPY
 
-    def head_of(self, tree: DraftTree, node: int) -> str:
-        """Who proposed ``node`` of a tree this proposer drafted: as the tree records
-        it; where it does not, "target" for the root, "copy" for a node copied from
-        the context, else the family at its depth."""
-        if len(tree.heads) == len(tree):
-            return tree.heads[node]
-        if node == 0:
-            return TARGET
-        if tree.is_copied(node):
-            return COPY
-        return self.family_at(tree.depths[node])
-
 
 class _NoDrafting(ProposerSession):
     def propose(self, root_token: int, budget: Budget) -> DraftTree:

@@ -190,7 +190,7 @@ class CopySession(ProposerSession):
         merged = add_chain(tree, chain, max_depth=max_depth, copy_prob=c)
         if budget is not None:
             merged = keep_best(merged, budget, self.settings.keep_above)
-        self._last = (long, [i for i in range(len(merged)) if merged.is_copied(i)], merged)
+        self._last = (long, [i for i in range(len(merged)) if merged.copied[i]], merged)
         return merged
 
     def observe(self, accepted: list[int]) -> None:

@@ -21,14 +21,14 @@ A step drafts in three parts (``DraftSession.propose``):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from ..drafter import Drafter, GrowingKV, causal_mask
-from ..tree import DraftTree, TreeSettings, select_nodes, tree_from_candidates
+from ..tree import CandidatePool, DraftTree, TreeSettings, select_nodes, tree_from_candidates
 from ..verifycost import best_node_count
 from .base import MLP, SERIAL, Budget, Head, Proposer, ProposerSession, Verified
 
@@ -76,21 +76,6 @@ class LearnedProposer(Proposer):
 
     def __repr__(self):
         return f"LearnedProposer({self.cfg.kind})"
-
-
-@dataclass
-class _Pool:
-    """The candidate pool of one step, filled a whole depth at a time: per candidate
-    its token, parent (an index of the pool; -1 = a child of the root), depth, draft
-    probability and score (log path probability). Python lists: each top-k result
-    is read off the device once (.tolist()), never element by element (one sync per
-    element on a GPU)."""
-
-    tok: list = field(default_factory=list)
-    par: list = field(default_factory=list)
-    dep: list = field(default_factory=list)
-    prob: list = field(default_factory=list)
-    score: list = field(default_factory=list)
 
 
 @dataclass
@@ -170,7 +155,7 @@ class DraftSession(ProposerSession):
             depth_cap = min(depth_cap, budget.max_depth)
         if depth_cap < 1 or self.last_input is None:
             return DraftTree.root_only(root_token)
-        pool = _Pool()
+        pool = CandidatePool()
         S = min(cfg.serial_positions, depth_cap)
         if S >= 1:
             beam, parent_out, u_parent = self._serial_beam(pool, S, settings)
@@ -183,7 +168,7 @@ class DraftSession(ProposerSession):
             chains = self._mlp_beam(pool, head_in, mlp_roots, S, depth_cap, settings)
         return self._select(root_token, pool, settings, budget, chains)
 
-    def _serial_beam(self, pool: _Pool, S: int, settings: TreeSettings):
+    def _serial_beam(self, pool: CandidatePool, S: int, settings: TreeSettings):
         """Depths 1..S into ``pool``. Returns the final beam (pool indices), the
         drafter output each beam path was drawn from [B, H] and its parent's fc
         input [B, H] (what the MLP heads read)."""
@@ -192,11 +177,11 @@ class DraftSession(ProposerSession):
         logp = F.log_softmax(d.draft_logits(self.last_out).float(), -1)
         top = torch.topk(logp, min(k, logp.numel()))
         n1 = top.values.numel()
-        pool.tok += vocab[top.indices].tolist()
-        pool.par += [-1] * n1
-        pool.dep += [1] * n1
-        pool.prob += torch.exp(top.values).tolist()
-        pool.score += top.values.tolist()
+        pool.tokens += vocab[top.indices].tolist()
+        pool.parents += [-1] * n1
+        pool.depths += [1] * n1
+        pool.probs += torch.exp(top.values).tolist()
+        pool.scores += top.values.tolist()
         # The beam, one entry per path: its pool index, the drafter output it was
         # drawn from, the fc input of its parent, and the rows of the tree part of
         # the drafter's KV holding its ancestors.
@@ -213,7 +198,7 @@ class DraftSession(ProposerSession):
         L = self.length
         for depth in range(2, S + 1):
             B = len(beam)
-            toks = torch.tensor([pool.tok[i] for i in beam], device=dev)
+            toks = torch.tensor([pool.tokens[i] for i in beam], device=dev)
             u = d.project(parent_out[None], toks[None])  # [1, B, H]
             # Mask: context all visible; earlier tree rows visible only if ancestors; self visible.
             allowed = torch.zeros(B, L + n_prev + B, dtype=torch.bool, device=dev)
@@ -225,18 +210,18 @@ class DraftSession(ProposerSession):
             out, _ = d.transformer(u, pos, allowed[None, None], self._kv)
             logp = F.log_softmax(d.draft_logits(out[0]).float(), -1)  # [B, V']
             top = torch.topk(logp, min(k, logp.shape[-1]), dim=-1)
-            base = torch.tensor([pool.score[i] for i in beam], device=dev)
+            base = torch.tensor([pool.scores[i] for i in beam], device=dev)
             cum = (top.values + base[:, None]).flatten()
             order = torch.argsort(cum, descending=True)
             kk = top.values.shape[1]
             src = torch.div(order, kk, rounding_mode="floor")  # beam entry of each ranked candidate
-            start = len(pool.tok)
-            pool.tok += vocab[top.indices].flatten()[order].tolist()
-            pool.prob += torch.exp(top.values).flatten()[order].tolist()
-            pool.score += cum[order].tolist()
+            start = len(pool.tokens)
+            pool.tokens += vocab[top.indices].flatten()[order].tolist()
+            pool.probs += torch.exp(top.values).flatten()[order].tolist()
+            pool.scores += cum[order].tolist()
             src_l = src.tolist()
-            pool.par += [beam[b] for b in src_l]
-            pool.dep += [depth] * len(src_l)
+            pool.parents += [beam[b] for b in src_l]
+            pool.depths += [depth] * len(src_l)
             survivors = src[:k]  # the new beam: the best k candidates
             survivors_l = src_l[:k]
             beam = list(range(start, start + len(survivors_l)))
@@ -246,18 +231,18 @@ class DraftSession(ProposerSession):
             n_prev += B
         return beam, parent_out, u_parent
 
-    def _mlp_inputs(self, pool: _Pool, beam, parent_out, u_parent, S: int, depth_cap: int):
+    def _mlp_inputs(self, pool: CandidatePool, beam, parent_out, u_parent, S: int, depth_cap: int):
         """The MLP heads' input for every serial beam path [R, head_inputs*H] and the
         paths as (pool index, score); (None, []) when no MLP depth is drafted."""
         cfg = self.cfg
         if S >= depth_cap or not cfg.mlp_heads:
             return None, []
-        toks = torch.tensor([pool.tok[i] for i in beam], device=self.last_input.device)
+        toks = torch.tensor([pool.tokens[i] for i in beam], device=self.last_input.device)
         u_last = self.drafter.project(parent_out[None], toks[None])[0]  # [B, H]
         head_in = torch.cat([u_parent, u_last], -1) if cfg.head_inputs == 2 else u_last
-        return head_in, [(i, pool.score[i]) for i in beam]
+        return head_in, [(i, pool.scores[i]) for i in beam]
 
-    def _mlp_beam(self, pool: _Pool, head_in, mlp_roots, S: int, depth_cap: int,
+    def _mlp_beam(self, pool: CandidatePool, head_in, mlp_roots, S: int, depth_cap: int,
                   settings: TreeSettings) -> Optional[_MLPChains]:
         """Depths S+1.. into ``pool``; returns what the full-tree extension needs,
         or None when the settings ask for none."""
@@ -274,43 +259,42 @@ class DraftSession(ProposerSession):
             depth = S + 1 + j
             cands = []
             for pidx, r in mbeam:
-                base = 0.0 if pidx < 0 else pool.score[pidx]
+                base = 0.0 if pidx < 0 else pool.scores[pidx]
                 lps = top_lp[r][j]
                 cands += [(base + lps[q], pidx, r, q) for q in range(k)]
             cands.sort(key=lambda c: -c[0])
-            start = len(pool.tok)
-            pool.tok += [top_tok[r][j][q] for _, _, r, q in cands]
-            pool.par += [pidx for _, pidx, _, _ in cands]
-            pool.dep += [depth] * len(cands)
-            pool.prob += [top_p[r][j][q] for _, _, r, q in cands]
-            pool.score += [score for score, _, _, _ in cands]
+            start = len(pool.tokens)
+            pool.tokens += [top_tok[r][j][q] for _, _, r, q in cands]
+            pool.parents += [pidx for _, pidx, _, _ in cands]
+            pool.depths += [depth] * len(cands)
+            pool.probs += [top_p[r][j][q] for _, _, r, q in cands]
+            pool.scores += [score for score, _, _, _ in cands]
             mbeam = [(start + rank, r) for rank, (_, _, r, _) in enumerate(cands[: settings.mlp_keep])]
         if settings.full_tree and settings.full_tree_tokens > 0:
             return _MLPChains(mlp_roots, top_tok, top_p, S, n_mlp)
         return None
 
-    def _select(self, root_token: int, pool: _Pool, settings: TreeSettings, budget: Budget,
+    def _select(self, root_token: int, pool: CandidatePool, settings: TreeSettings, budget: Budget,
                 chains: Optional[_MLPChains]) -> DraftTree:
         """The tree: the best ``total_tokens`` candidates, cut to what pays on a
         cost-aware tree, then the full-tree chains below its short leaves."""
-        keep = select_nodes(pool.score, pool.par, settings.total_tokens)
+        keep = select_nodes(pool.scores, pool.parents, settings.total_tokens)
         if budget.verify_cost is not None:
             # Best first; (score, index) order keeps every prefix a tree (parents come
             # first among equal scores), so cutting it anywhere is safe.
-            ranked = sorted(keep, key=lambda i: (-pool.score[i], i))
+            ranked = sorted(keep, key=lambda i: (-pool.scores[i], i))
             extra = settings.full_tree_tokens if settings.full_tree and chains is not None else 0
-            n = best_node_count([math.exp(pool.score[i]) for i in ranked], budget.verify_cost, extra)
+            n = best_node_count([math.exp(pool.scores[i]) for i in ranked], budget.verify_cost, extra)
             keep = sorted(ranked[:n])
             if not keep:
                 return DraftTree.root_only(root_token)
         extension = None
         if chains is not None:
             extension = _extension(keep, pool, chains, settings.full_tree_tokens)
-        return tree_from_candidates(root_token, pool.tok, pool.par, pool.dep, pool.prob, pool.score,
-                                    settings.total_tokens, extension=extension, keep=keep, head_at=self.cfg.head_kind)
+        return tree_from_candidates(root_token, pool, keep, self.cfg.head_kind, extension=extension)
 
 
-def _full_tree_chains(pool: _Pool, chains: _MLPChains, only=None):
+def _full_tree_chains(pool: CandidatePool, chains: _MLPChains, only=None):
     """For every pool node at depth >= S that descends from an MLP root (and is in
     ``only``, when given), the chain of the heads' top-1 tokens for the depths below
     it: a continuation that costs no drafting, because the heads already produced
@@ -318,30 +302,30 @@ def _full_tree_chains(pool: _Pool, chains: _MLPChains, only=None):
     S, n_mlp = chains.serial, chains.n_mlp
     root_of = {idx: r for r, (idx, _) in enumerate(chains.roots)}
     # MLP root of every pool node (parents precede children in the pool).
-    node_root = [None] * len(pool.par)
-    for i, p in enumerate(pool.par):
+    node_root = [None] * len(pool.parents)
+    for i, p in enumerate(pool.parents):
         node_root[i] = root_of[i] if i in root_of else (node_root[p] if p >= 0 else None)
     out = []
-    for i in (range(len(pool.par)) if only is None else sorted(only)):
-        if pool.dep[i] < S or pool.dep[i] >= S + n_mlp:
+    for i in (range(len(pool.parents)) if only is None else sorted(only)):
+        if pool.depths[i] < S or pool.depths[i] >= S + n_mlp:
             continue
         r = node_root[i]
         if r is None and -1 in root_of and S == 0:
             r = root_of[-1]
         if r is None:
             continue
-        chain = [(chains.top_tok[r][jj][0], chains.top_p[r][jj][0]) for jj in range(pool.dep[i] - S, n_mlp)]
-        out.append((pool.score[i], i, chain))
+        chain = [(chains.top_tok[r][jj][0], chains.top_p[r][jj][0]) for jj in range(pool.depths[i] - S, n_mlp)]
+        out.append((pool.scores[i], i, chain))
     out.sort(key=lambda c: -c[0])
     return [(i, chain) for _, i, chain in out]
 
 
-def _extension(keep, pool: _Pool, chains: _MLPChains, extra: int):
+def _extension(keep, pool: CandidatePool, chains: _MLPChains, extra: int):
     """The full-tree chains to hang below the best short leaves of the base tree
     (pool nodes ``keep``), at most ``extra`` nodes in all: [(leaf, chain), ...]."""
     # Only chains below leaves of the base tree can be added: the others would use
     # up the extra budget and nothing would get added.
-    inner = {pool.par[i] for i in keep}
+    inner = {pool.parents[i] for i in keep}
     leaves = [i for i in keep if i not in inner]
     chosen = []
     used = 0

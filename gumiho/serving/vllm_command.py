@@ -131,12 +131,12 @@ def prepare_target(target: Optional[str], log: Callable[[str], None]) -> tuple[s
 
 def prepare_drafter(drafter: str, target: Optional[str], log: Callable[[str], None]) -> tuple[str, str]:
     """(export folder, kind) for a drafter source; exported once per source and target."""
-    from ..export.eagle3 import write_eagle3
-    from ..export.gumiho import check_servable, write_gumiho
+    from ..formats.eagle3 import write_eagle3
+    from ..formats.vllm_gumiho import check_servable, write_gumiho
     from ..loading import load_drafter
 
     key = "-".join([_fingerprint(drafter), hashlib.sha256(str(target or "default").encode()).hexdigest()[:8],
-                    _code_key("export/gumiho.py", "formats/eagle3.py")])
+                    _code_key("formats/vllm_gumiho.py", "formats/eagle3.py")])
     folder = cache_dir() / f"drafter-{key}"
     done = _ready(folder)
     if done is not None:

@@ -31,7 +31,7 @@ def test_calibration_counts_the_candidates_the_target_judged():
     #        root -> A (0.6) -> C (0.5)
     #             |          -> D (0.2)
     #             -> B (0.3) -> E (0.9)   (B rejected: E is never judged)
-    tree = DraftTree([9, 1, 2, 3, 4, 5], [-1, 0, 0, 1, 1, 2], [0, 1, 1, 2, 2, 2], [1.0, 0.6, 0.3, 0.5, 0.2, 0.9])
+    tree = DraftTree.of([9, 1, 2, 3, 4, 5], [-1, 0, 0, 1, 1, 2], [1.0, 0.6, 0.3, 0.5, 0.2, 0.9])
     event = StepEvent(step=1, emitted=[], accepted_length=2, rejected=[], drafted=5, draft_s=0, verify_s=0,
                       elapsed_s=0, tree=tree, accepted_nodes=[1, 3])
     judged = tree_shape.judged_candidates(event)

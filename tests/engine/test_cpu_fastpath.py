@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from gumiho import Drafter, DrafterConfig
-from gumiho.kernels.cpulinear import PackedLinear, available, available_bf16, linear, pack_linears
+from gumiho.kernels.cpulinear import (PackedLinear, PackedWeight, available, available_bf16,
+                                      full_precision_product, pack_linears)
 from gumiho.runtimes.kvcache import GrowingLayer, cache_layers, keep_tree_entries, new_cache
 from gumiho.tree import DraftTree
 from gumiho.runtimes.treeattn import NAME as TREE_ATTENTION
@@ -58,7 +59,40 @@ def test_packed_linear_matches_f_linear_and_falls_back():
     with torch.no_grad():
         w = torch.randn(8, 16, dtype=torch.float64)
         xd = torch.randn(2, 16, dtype=torch.float64)
-        assert torch.equal(linear(xd, w), F.linear(xd, w))
+        assert torch.equal(PackedWeight(w)(xd), F.linear(xd, w))
+
+
+@needs_packed
+def test_packed_weight_is_owned_and_follows_its_weight():
+    """A weight that is not a layer's is packed by the PackedWeight kept beside it:
+    the same product as F.linear, made again after an in-place change, and no copy
+    of it anywhere else (a copy or pickle carries none)."""
+    torch.manual_seed(0)
+    w, b, x = torch.randn(24, 16), torch.randn(24), torch.randn(3, 16)
+    head = PackedWeight(w)
+    with torch.no_grad():
+        assert torch.allclose(head(x), F.linear(x, w), atol=1e-5)
+        assert torch.allclose(head(x, b), F.linear(x, w, b), atol=1e-5)
+        first = head._pk
+        w.mul_(-3)
+        assert torch.allclose(head(x), F.linear(x, w), atol=1e-5) and head._pk is not first
+    assert pickle.loads(pickle.dumps(head))._pk is None and copy.deepcopy(head)._pk is None
+    import gumiho.kernels.cpulinear as cpulinear
+    stores = [name for name, v in vars(cpulinear).items() if not name.startswith("__")
+              and (isinstance(v, (dict, torch.Tensor)) or type(v).__name__.startswith("Weak"))]
+    assert not stores, f"a module-level store of weights: {stores}"
+
+
+@needs_packed
+def test_full_precision_product_skips_no_layer_and_no_4bit_copy():
+    """A drafter's own LM head drafts in its own precision, packed or not."""
+    torch.manual_seed(0)
+    plain = nn.Linear(16, 40, bias=False)
+    packed = pack_linears(copy.deepcopy(plain))
+    x = torch.randn(2, 16)
+    with torch.no_grad():
+        assert torch.equal(full_precision_product(plain, x), plain(x))
+        assert torch.allclose(full_precision_product(packed, x), plain(x), atol=1e-5)
 
 
 @pytest.mark.skipif(not available_bf16(), reason="no bf16 matrix instructions on this CPU (or no packed kernel)")
@@ -77,10 +111,10 @@ def test_packed_linear_takes_bfloat16_weights_where_the_cpu_has_them():
     assert all(m.__dict__.get("_pk") is not None for m in model)  # packed once, then reused
     w, x = torch.randn(40, 64).bfloat16(), torch.randn(3, 64).bfloat16()
     with torch.no_grad():
-        assert torch.allclose(linear(x, w).float(), F.linear(x, w).float(), atol=0.05, rtol=0.02)
+        assert torch.allclose(PackedWeight(w)(x).float(), F.linear(x, w).float(), atol=0.05, rtol=0.02)
         # Mixed dtypes take the plain path (which refuses them, as F.linear does).
         with pytest.raises(RuntimeError):
-            linear(x.float(), w)
+            PackedWeight(w)(x.float())
 
 
 @needs_packed
@@ -125,10 +159,7 @@ def test_growing_cache_matches_dynamic_cache(inference):
             tree = DraftTree.root_only(rng.randrange(96))
             for i in range(1, t):
                 p = rng.randrange(i)
-                tree.tokens.append(rng.randrange(96))
-                tree.parents.append(p)
-                tree.depths.append(tree.depths[p] + 1)
-                tree.probs.append(1.0)
+                tree.add(rng.randrange(96), p, 1.0, 0.0, "serial")
             outs = [target.forward(tree.tokens, n, c, tree.parents)[1] for c in (grow, ref)]
             assert torch.equal(outs[0], outs[1])
             node = rng.randrange(t)
@@ -151,7 +182,7 @@ def test_tree_attention_matches_sdpa():
     rng = random.Random(1)
     with torch.inference_mode():
         seq = [rng.randrange(2, 96) for _ in range(30)]
-        tree = DraftTree([5, 7, 9, 11, 13, 15], [-1, 0, 0, 1, 1, 3], [0, 1, 1, 2, 2, 3], [1.0] * 6)
+        tree = DraftTree.of([5, 7, 9, 11, 13, 15], [-1, 0, 0, 1, 1, 3])
         out = {}
         for impl in (TREE_ATTENTION, "sdpa"):
             target.runtime_model.set_attn_implementation(impl)

@@ -8,7 +8,8 @@ import torch
 from transformers import DynamicCache
 
 from gumiho.runtimes.kvcache import cache_layers, keep_tree_entries
-from gumiho.tree import DraftTree, ancestor_matrix, select_nodes, tree_from_candidates, verify_inputs
+from gumiho.tree import (CandidatePool, DraftTree, ancestor_matrix, select_nodes, tree_from_candidates,
+                         verify_inputs)
 
 from helpers import tiny_target
 
@@ -21,12 +22,7 @@ def random_tree(rng: random.Random, n: int, vocab: int = VOCAB) -> DraftTree:
     tree = DraftTree.root_only(rng.randrange(vocab))
     for i in range(1, n):
         parent = rng.randrange(max(0, i - 3), i) if rng.random() < 0.7 else rng.randrange(i)
-        tree.tokens.append(rng.randrange(vocab))
-        tree.parents.append(parent)
-        tree.depths.append(tree.depths[parent] + 1)
-        tree.probs.append(rng.random())
-        tree.scores.append(0.0)
-        tree.full_tree.append(False)
+        tree.add(rng.randrange(vocab), parent, rng.random(), 0.0, "serial")
     return tree.check()
 
 
@@ -91,8 +87,7 @@ def test_tree_verify_and_cache_compaction_match_sequential(family, attn):
                 tree = random_tree(rng, rng.randint(1, 16))
                 tree.tokens[0] = root
                 if rnd == 3:  # a chain, fully accepted: the no-op compaction branch
-                    tree = DraftTree([root] + [rng.randrange(VOCAB) for _ in range(4)], [-1, 0, 1, 2, 3],
-                                     [0, 1, 2, 3, 4], [1.0] * 5, [0.0] * 5, [False] * 5)
+                    tree = DraftTree.of([root] + [rng.randrange(VOCAB) for _ in range(4)], [-1, 0, 1, 2, 3])
                 hidden, logits = target.forward(tree.tokens, past, cache, tree.parents)[:2]
                 assert logits.shape == (len(tree), VOCAB)
                 for i in range(len(tree)):
@@ -172,8 +167,10 @@ def test_tree_from_candidates_keeps_each_paths_tokens():
             depths.append(1 if parents[i] < 0 else depths[parents[i]] + 1)
         probs = [rng.random() for _ in range(n)]
         budget = rng.randint(1, 30)
-        tree = tree_from_candidates(7, tokens, parents, depths, probs, scores, budget).check()
         keep = select_nodes(scores, parents, budget)
+        pool = CandidatePool(tokens, parents, depths, probs, scores)
+        tree = tree_from_candidates(7, pool, keep, lambda d: "serial" if d <= 2 else "mlp").check()
+        assert tree.heads == ["target"] + ["serial" if d <= 2 else "mlp" for d in tree.depths[1:]]
         assert len(tree) == len(keep) + 1 and tree.tokens[0] == 7
         for k, old in enumerate(keep, start=1):
             # The node's path in the tree spells the same tokens as the candidate's path in the pool.

@@ -201,12 +201,7 @@ def _tree(spec: list[tuple[int, int]]) -> DraftTree:
     """spec: (parent, token) per drafted node, parents-first; probs give the order children are tried."""
     tree = DraftTree.root_only(0)
     for k, (parent, tok) in enumerate(spec):
-        tree.tokens.append(tok)
-        tree.parents.append(parent)
-        tree.depths.append(tree.depths[parent] + 1)
-        tree.probs.append(0.9 - 0.1 * k)
-        tree.scores.append(0.0)
-        tree.full_tree.append(False)
+        tree.add(tok, parent, 0.9 - 0.1 * k, 0.0, "serial")
     return tree.check()
 
 

@@ -61,12 +61,7 @@ def test_add_chain_merges_then_branches():
     tree = DraftTree.root_only(4)
     # root -> 10 -> 11, root -> 20
     for tok, parent in ((10, 0), (20, 0), (11, 1)):
-        tree.tokens.append(tok)
-        tree.parents.append(parent)
-        tree.depths.append(tree.depths[parent] + 1)
-        tree.probs.append(0.5)
-        tree.scores.append(-0.7)
-        tree.full_tree.append(False)
+        tree.add(tok, parent, 0.5, -0.7, "serial")
     out = add_chain(tree, [10, 11, 12, 13])
     assert out.tokens == [4, 10, 20, 11, 12, 13]
     assert out.parents == [-1, 0, 0, 1, 3, 4]
@@ -78,9 +73,7 @@ def test_add_chain_merges_then_branches():
     assert len(add_chain(tree, [10, 11])) == 4
     side = add_chain(tree, [30, 31, 32], max_depth=2)
     assert side.tokens[4:] == [30, 31] and side.parents[4:] == [0, 4] and side.copied[4:] == [True, True]
-    learned = LearnedProposer(Drafter(DrafterConfig(hidden_size=8, vocab_size=40, num_attention_heads=1,
-                                                    num_key_value_heads=1)))
-    assert learned.head_of(side, 4) == "copy"
+    assert side.heads == ["target", "serial", "serial", "serial", "copy", "copy"]
     # Its verify inputs are well formed (positions by depth, the mask by ancestry).
     ids, pos, mask = verify_inputs(side, 7, "cpu", torch.float32)
     assert pos.tolist() == [[7, 8, 8, 9, 8, 9]]
@@ -156,7 +149,7 @@ def test_every_node_records_the_head_that_proposed_it():
             tree = s.tree
             assert len(tree.heads) == len(tree) and tree.heads[0] == "target"
             for i in range(1, len(tree)):
-                want = "copy" if tree.is_copied(i) else ("serial" if tree.depths[i] <= S else "mlp")
+                want = "copy" if tree.copied[i] else ("serial" if tree.depths[i] <= S else "mlp")
                 assert tree.heads[i] == want
             for node, e in zip(s.accepted_nodes, s.emitted):
                 assert e.head == tree.heads[node]
@@ -226,12 +219,7 @@ def _drafter_tree():
 
     tree = DraftTree.root_only(4)
     for tok, parent, p in ((10, 0, .6), (11, 1, .5), (20, 0, .1), (30, 0, .05)):
-        tree.tokens.append(tok)
-        tree.parents.append(parent)
-        tree.depths.append(tree.depths[parent] + 1)
-        tree.probs.append(p)
-        tree.scores.append(tree.scores[parent] + math.log(p))
-        tree.full_tree.append(False)
+        tree.add(tok, parent, p, tree.scores[parent] + math.log(p), "serial")
     return tree
 
 

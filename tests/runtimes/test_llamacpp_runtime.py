@@ -30,7 +30,7 @@ def test_tree_sequences_are_the_leaves_below_each_node():
     assert depths == [0, 1, 1, 2, 2, 2]
     assert seqs == [[0, 1, 2], [0, 1], [2], [0], [1], [2]]
     # Each node's first id reaches exactly its ancestors and itself, as the tree mask says.
-    _, _, mask = verify_inputs(DraftTree([7] * 6, parents, depths, [1.0] * 6), 3, "cpu", torch.float32)
+    _, _, mask = verify_inputs(DraftTree.of([7] * 6, parents), 3, "cpu", torch.float32)
     for i in range(6):
         sees = [j for j in range(6) if seqs[i][0] in seqs[j] and depths[j] <= depths[i]]
         assert sees == [j for j in range(6) if mask[0, 0, i, 3 + j] == 0]

@@ -51,6 +51,13 @@ class Target:
         self.runtime = self.runtime or (TorchRuntime.for_model(self.model, self.device, self.dtype)
                                         if self.model is not None else TorchRuntime(None, self.device, self.dtype))
 
+    def __repr__(self):
+        # Short: the dataclass's own would print the whole model and tokenizer.
+        runtime = getattr(self.runtime, "name", "?")
+        weights = getattr(self.runtime, "weights", "")
+        return (f"Target({self.name!r}, {self.device.type}, {str(self.dtype).replace('torch.', '')}, "
+                f"runtime={runtime}{f' ({weights})' if weights else ''})")
+
     def new_cache(self):
         """An empty KV cache for this target's forwards."""
         return self.runtime.new_cache()

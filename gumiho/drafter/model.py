@@ -231,14 +231,14 @@ class Drafter(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def save(self, folder: str, dtype: Optional[torch.dtype] = None):
-        from safetensors.torch import save_file
+        from ..tensorfile import save_tensors
 
         os.makedirs(folder, exist_ok=True)
         state = {k: v.detach().contiguous() for k, v in self.state_dict().items()}
         if dtype is not None:
             state = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in state.items()}
         tmp = os.path.join(folder, "model.safetensors.tmp")
-        save_file(state, tmp, metadata={"format": "pt"})
+        save_tensors(state, tmp, metadata={"format": "pt"})
         os.replace(tmp, os.path.join(folder, "model.safetensors"))
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(asdict(self.cfg), f, indent=2)

@@ -23,12 +23,14 @@ def add_common_arguments(p: argparse.ArgumentParser, kind: str, sources: str) ->
 def load_for_export(args, kind: str):
     """The target (float32, torch runtime) and the drafter ``args.src`` (``shipped``: the
     default target's drafter of ``kind``), after checking that ``args.out`` may be written."""
-    from ..loading import load_drafter, load_target, shipped_drafter_path
+    from ..loading import check_drafter_source, load_drafter, load_target, shipped_drafter_path
 
     src = shipped_drafter_path(kind) if args.src == "shipped" else args.src
     if src is None:
         raise GumihoError(f"No {kind} drafter is shipped in this copy (assets/drafters/smollm2-135m-{kind}).")
     if os.path.isdir(args.out) and os.listdir(args.out) and not args.force:
         raise GumihoError(f"{args.out!r} exists and is not empty; give another folder, or --force to write into it.")
+    check_drafter_source(src, kind)
     target = load_target(args.model, device="cpu", dtype="float32", runtime="torch")
     return target, load_drafter(src, target, dtype="fp32")
+

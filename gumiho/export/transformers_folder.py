@@ -126,10 +126,9 @@ def weights_to_save(model, dtype: torch.dtype) -> dict:
 
 
 def _save_weights(weights: dict, path: Path) -> None:
-    from safetensors.torch import save_file
+    from ..tensorfile import save_tensors
 
-    save_file(weights, str(path), metadata={"format": "pt"})  # "pt": what transformers and vLLM expect
-    os.chmod(path, 0o644)  # safetensors writes it owner-only; the other files are readable by all
+    save_tensors(weights, str(path), metadata={"format": "pt"})  # "pt": what transformers and vLLM expect
 
 
 def exported_config(config, architecture: str, dtype: torch.dtype):

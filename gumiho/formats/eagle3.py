@@ -309,7 +309,7 @@ def write_eagle3(drafter: Drafter, out: str, target_config, layout: str = "eagle
                  num_speculative_tokens: int = 3) -> list[str]:
     """Write an eagle3 drafter as an EAGLE-3 checkpoint folder (config.json +
     model.safetensors) in ``layout``. Returns the files written."""
-    from safetensors.torch import save_file
+    from ..tensorfile import save_tensors
 
     if drafter.cfg.kind != "eagle3":
         raise GumihoError(f"Only an eagle3 drafter can be written as an EAGLE-3 checkpoint; this one is "
@@ -317,7 +317,7 @@ def write_eagle3(drafter: Drafter, out: str, target_config, layout: str = "eagle
     config = export_config(drafter, layout, target_config, num_speculative_tokens)
     os.makedirs(out, exist_ok=True)
     weights = os.path.join(out, "model.safetensors")
-    save_file(export_state(drafter, layout), weights, metadata={"format": "pt"})
+    save_tensors(export_state(drafter, layout), weights, metadata={"format": "pt"})
     config_path = os.path.join(out, "config.json")
     with open(config_path, "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2)

@@ -103,12 +103,12 @@ def exported_tensors(drafter, dtype: torch.dtype = torch.float32) -> dict:
 def write_gumiho(drafter, folder: str, target_config, dtype: torch.dtype = torch.float32,
                  source: str = "") -> list[str]:
     """Write ``drafter`` (a loaded gumiho-kind Drafter) to ``folder``; returns the files."""
-    from safetensors.torch import save_file
+    from ..tensorfile import save_tensors
 
     check_servable(drafter.cfg)
     os.makedirs(folder, exist_ok=True)
     config_path, weights_path = os.path.join(folder, CONFIG_FILE), os.path.join(folder, WEIGHTS_FILE)
-    save_file(exported_tensors(drafter, dtype), weights_path, metadata={"format": "pt"})
+    save_tensors(exported_tensors(drafter, dtype), weights_path, metadata={"format": "pt"})
     config = exported_config(drafter, target_config, source)
     config["dtype"] = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(dtype, "float32")
     with open(config_path, "w") as f:

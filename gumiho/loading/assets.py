@@ -48,6 +48,11 @@ def default_target_files() -> tuple[str, str]:
 
 
 def shipped_drafter_path(kind: str = "gumiho") -> Optional[str]:
-    """Folder of the drafter shipped for the default target, if present."""
+    """Folder of the drafter of ``kind`` shipped for the default target; None when this
+    copy does not ship one. An unknown kind is refused in words."""
+    from ..drafter.kinds import DRAFTER_KINDS
+
+    if kind not in DRAFTER_KINDS:
+        raise GumihoError(f"Unknown drafter kind {str(kind)[:40]!r}; the kinds are {', '.join(DRAFTER_KINDS)}.")
     folder = os.path.join(SHIPPED_DRAFTERS, f"smollm2-135m-{kind}")
     return folder if os.path.exists(os.path.join(folder, "model.safetensors")) else None

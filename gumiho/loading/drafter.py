@@ -3,6 +3,7 @@ layouts (gumiho.formats), the paper's official checkpoints (gumiho.formats.offic
 random weights of a kind (a drafter to compare against, or one not trained yet)."""
 from __future__ import annotations
 
+import json
 import os
 from typing import Optional
 
@@ -98,3 +99,31 @@ def random_drafter(target: Target, kind: str, seed: int, dtype: Optional[str] = 
     d = Drafter(DrafterConfig.for_target(target.config, kind))
     d = d.to(device=target.device, dtype=drafter_dtype(target, dtype)).eval().attach_target(target.model)
     return ready_to_draft(d.use_int4() if drafter_int4(target, dtype) else d)
+
+
+def check_drafter_source(src: str, kind: Optional[str] = None) -> Optional[str]:
+    """What a command can tell of a drafter source before it loads any model or builds
+    anything: a local path that does not exist is refused, naming it, and so is a
+    drafter folder of this project whose config names another kind than ``kind``
+    (None: any). Returns the kind its config names (None: not this project's layout,
+    or a hub id, which is the loader's to check)."""
+    from ..formats.official import looks_like_hub_id
+
+    path = os.path.expanduser(src)
+    if not os.path.exists(path):
+        if looks_like_hub_id(src):
+            return None
+        raise GumihoError(f"The drafter {src!r} does not exist: give a drafter folder (config.json + "
+                          f"model.safetensors) or an official amd/Gumiho-* checkpoint.")
+    config = os.path.join(path, "config.json")
+    try:
+        with open(config, encoding="utf-8") as f:
+            named = json.load(f).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None  # another project's layout, or none: the loader says what it finds
+    if not isinstance(named, str):
+        return None
+    if kind is not None and named != kind:
+        raise GumihoError(f"{src!r} holds a drafter of the {named!r} kind; this command takes {kind!r} drafters"
+                          + (" (`python -m gumiho.export eagle3` writes eagle3 ones)." if named == "eagle3" else "."))
+    return named

@@ -243,9 +243,37 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def check_arguments(args) -> None:
+    """What can be refused before vLLM's environment is built or a model loads (both
+    take minutes): a drafter path that does not exist or is of a kind vLLM cannot serve,
+    and a draft length below 1 or above what a gumiho drafter of this project drafts."""
+    from ..loading import check_drafter_source
+
+    k = args.num_speculative_tokens
+    if k is not None and k < 1:
+        raise GumihoError(f"--num-speculative-tokens must be at least 1, got {k}.")
+    if args.drafter.strip().lower() == "none":
+        return
+    kind = check_drafter_source(args.drafter)
+    if kind is not None and kind not in DEFAULT_K:
+        raise GumihoError(f"The drafter {args.drafter!r} is of the {kind!r} kind, which vLLM cannot serve: serve a "
+                          f"drafter of the gumiho kind (through the vllm-gumiho plugin) or the eagle3 kind (vLLM's "
+                          f"own eagle3 method).")
+    if kind == "gumiho" and k is not None:
+        try:
+            with open(os.path.join(os.path.expanduser(args.drafter), "config.json"), encoding="utf-8") as f:
+                config = json.load(f)
+            most = int(config["serial_positions"]) + int(config["mlp_heads"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # the export reads it and says what is wrong
+        if k > most:
+            raise GumihoError(f"--num-speculative-tokens {k} is more than this drafter drafts ({most} positions).")
+
+
 def serve(args, log: Callable[[str], None]) -> int:
     from .vllm_env import ensure_env, failure_cause
 
+    check_arguments(args)
     python = ensure_env(log=log)
     model, name = prepare_target(args.target, log)
     spec = None

@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 
 from .values import Chains, Event, refusal
 
-API_NAMES = ("race", "walkthrough")  # the documented endpoints (app/tabs/api.py)
+API_NAMES = ("race", "walkthrough", "compare")  # the documented endpoints (app/tabs/api.py)
 PREFIX = "/gradio_api"
 MAX_BODY = 1 << 20  # bytes: a prompt is at most 40,000 characters (app.inputs)
 NAMED_ROUTES = ("/call/v2/", "/call/", "/run/", "/api/")

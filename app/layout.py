@@ -1,6 +1,7 @@
 """The Gradio Blocks, assembled from the page's parts (app/tabs): the header and
-status banner, the Race tab (vanilla vs Gumiho), the Walkthrough tab and the
-``/race`` endpoint. Each part adds its components and wires its own events; how
+status banner, the Race tab (vanilla vs Gumiho), the Walkthrough tab, the Compare
+tab (every shipped drafter side by side) and the ``/race``, ``/walkthrough`` and
+``/compare`` endpoints. Each part adds its components and wires its own events; how
 the model-running events share the queue, and what a session keeps, is said in
 app/tabs/shared.py.
 """
@@ -14,6 +15,7 @@ import gradio as gr
 
 from .hub import ModelHub
 from .tabs.api import add_api
+from .tabs.compare import add_compare_tab
 from .tabs.race import add_race_tab
 from .tabs.shared import QUEUE_SIZE, new_session
 from .tabs.status import add_status, wire_status
@@ -55,7 +57,9 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
         with gr.Tabs():
             race = add_race_tab(hub, session, examples, ready)
             walk = add_walk_tab(hub, session, examples, ready, race)
-        wire_status(demo, hub, status, [race.run_btn, race.paper_btn], walk.walk_btn, race.drafter)
+            compare = add_compare_tab(hub, examples, ready, race)
+        wire_status(demo, hub, status, [race.run_btn, race.paper_btn],
+                    [walk.walk_btn, compare.run_btn, compare.paper_btn], race.drafter)
         demo.api_defaults = add_api(hub)  # read by app.guard (app/server.py)
 
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=None)

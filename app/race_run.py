@@ -210,8 +210,31 @@ def timed_race(target, ids, drafter, settings, stop: threading.Event, progress: 
         raise ValueError(f"unknown timing scheme {scheme!r}; one of {', '.join(SCHEMES)}")
     vanilla = Lane("vanilla", stream(target, ids, None, settings, stop=stop))
     gumiho = Lane("gumiho", stream(target, ids, drafter, settings, stop=stop))
-    lanes = (vanilla, gumiho)
     progress.phase = "race" if scheme == "alternating" else "vanilla"
+
+    def sequential(live: list[Lane]) -> Lane:
+        progress.phase = live[0].label
+        return live[0]
+
+    run_in_turns([vanilla, gumiho], stop, fewest_tokens if scheme == "alternating" else sequential,
+                 progress.read, lambda: progress.produced(vanilla.tokens, gumiho.tokens), now)
+    return vanilla.events, gumiho.events
+
+
+def fewest_tokens(live: list[Lane]) -> Lane:
+    """The race's turn rule: the lane that has produced fewest tokens goes next (the
+    first of them on a tie: vanilla, given first)."""
+    return min(live, key=lambda lane: lane.tokens)
+
+
+def run_in_turns(lanes: list[Lane], stop: threading.Event, pick: Callable[[list[Lane]], Lane],
+                 reading: Callable[[str], None], stepped: Callable[[], None],
+                 now: Callable[[], float] = time.perf_counter) -> None:
+    """Advance ``lanes`` one step at a time, ``pick`` choosing among those not done,
+    until every one is done. ``reading(label)`` is told when a lane starts reading
+    the prompt (its first step) and ``reading("")`` when it has; ``stepped()`` is
+    called after every step, outside every clock. A lane not started when ``stop``
+    is set is not started at all."""
     # Each stream runs its steps inside its own inference-mode block, which restores
     # on exit the state it found on entry. Interleaved streams leave their blocks out
     # of order, and the thread would be left in whatever state the last one had
@@ -222,27 +245,22 @@ def timed_race(target, ids, drafter, settings, stop: threading.Event, progress: 
                 live = [lane for lane in lanes if not lane.done]
                 if not live:
                     break
-                if scheme == "alternating":
-                    lane = min(live, key=lambda x: x.tokens)  # the first on a tie: vanilla
-                else:
-                    lane = live[0]
-                    progress.phase = lane.label
+                lane = pick(live)
                 if not lane.started and stop.is_set():
                     lane.done = True
                     continue
                 first = not lane.started
                 if first:
-                    progress.read(lane.label)
+                    reading(lane.label)
                 lane.advance(now)
                 if first:
-                    progress.read("")
-                progress.produced(vanilla.tokens, gumiho.tokens)
+                    reading("")
+                stepped()
         finally:
-            # The later-started stream first, so that the blocks are left in order
+            # The later-started streams first, so that the blocks are left in order
             # whenever that is possible.
             for lane in reversed(lanes):
                 lane.close()
-    return vanilla.events, gumiho.events
 
 
 @on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/gpu.py); elsewhere unchanged
@@ -392,5 +410,6 @@ def replay_frames(result: RaceResult, stop: threading.Event, fps: float = 12.0, 
         sleep(max(0.0, min(1.0 / fps, nxt - t)) or 0.001)
 
 
-__all__ = ["RUNS", "Runs", "Control", "Progress", "Lane", "SCHEMES", "TIMING", "timed_race", "compute_race",
+__all__ = ["RUNS", "Runs", "Control", "Progress", "Lane", "SCHEMES", "TIMING", "timed_race", "run_in_turns",
+           "fewest_tokens", "compute_race",
            "in_background", "on_model_thread", "until_ready", "replay_frames", "TIMING_NOTE", "GumihoError"]

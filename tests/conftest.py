@@ -28,6 +28,8 @@ TIERS = {
     "app/test_space_rehearsal.py": ("slow",),
     "app/test_app_concurrency.py::test_eight_simultaneous_sessions": ("slow",),
     "bench/test_acceptance_guard.py": ("slow",),
+    "app/test_compare.py::test_each_drafters_tau_is_the_benchmarks": ("slow",),
+    "app/test_compare_browser.py": ("browser", "slow"),
     "engine/test_default_model.py": ("slow",),
     "formats/test_export_target.py::test_the_default_target": ("slow",),
     "runtimes/test_llamacpp_runtime.py::test_a_long_prompt": ("slow",),

@@ -1,6 +1,7 @@
-"""The API's two endpoints, for clients rather than the page, answered as JSON:
-``/race`` (one race: app.race_summary.summary) and ``/walkthrough`` (one generation
-looked at verify step by verify step: app.race_summary.walk_summary)."""
+"""The API's endpoints, for clients rather than the page, answered as JSON: ``/race``
+(one race: app.race_summary.summary), ``/walkthrough`` (one generation looked at
+verify step by verify step: app.race_summary.walk_summary) and ``/compare`` (one
+prompt decoded by every shipped drafter: app.compare_summary.compare_summary)."""
 from __future__ import annotations
 
 import inspect
@@ -8,8 +9,10 @@ import threading
 
 import gradio as gr
 
+from ..compare_run import CompareForm, compute_compare, parse_compare
+from ..compare_summary import compare_summary
 from ..hub import ModelHub
-from ..inputs import COPY_DEFAULT, DEVICE_TREE, RaceForm, parse_request
+from ..inputs import COPY_DEFAULT, DEVICE_TREE, SIZED_SHAPE, RaceForm, parse_request
 from ..race_run import compute_race, on_model_thread, until_ready
 from ..race_summary import error_summary, summary, walk_summary
 from ..walk_steps import PAPER_TREE, compute_walk, walk_request
@@ -17,7 +20,7 @@ from .shared import GENERATE, friendly
 
 
 def add_api(hub: ModelHub) -> dict:
-    """Register ``/race`` and ``/walkthrough`` on the Blocks being built; return each
+    """Register ``/race``, ``/walkthrough`` and ``/compare`` on the Blocks being built; return each
     one's parameters' defaults in order (None for the prompt, which has none), by
     name, for app.guard to complete short calls."""
 
@@ -60,9 +63,27 @@ def add_api(hub: ModelHub) -> dict:
             return error_summary(friendly(e), prompt)
 
     gr.api(walkthrough_api, api_name="walkthrough", concurrency_id=GENERATE, concurrency_limit=None)
+
+    async def compare_api(prompt: str, max_new_tokens: int = 64, tree_shape: str = SIZED_SHAPE,
+                          tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.serial_top_k,
+                          tree_nodes: int = DEVICE_TREE.total_tokens, tree_cost_aware: bool = DEVICE_TREE.cost_aware,
+                          target_weights: str = "", copy_alone: bool = False, gumiho_with_copy: bool = False) -> dict:
+        """Decode one prompt greedily with vanilla decoding and with every drafter shipped for the default model
+        (gumiho, all-serial, all-parallel, eagle3; copy_alone and gumiho_with_copy add the copy proposer alone
+        and beside Gumiho), all with one tree (tree_shape "sized": the tree settings given; "paper": the paper's
+        tree) and one runtime (target_weights as in /race), each timed on its own clock in turns. Returns per
+        drafter its text and whether it is vanilla's, tau, tokens/s, speedup, drafting and verify seconds,
+        acceptance by position (unconditional and conditional), the positions its serial and MLP heads drafted
+        and its size in parameters; the drafters that could not run, with the reason; and sentences written
+        from the figures."""
+        return await api_compare(hub, CompareForm(prompt, max_new_tokens, tree_depth, tree_top_k, tree_nodes,
+                                                  tree_cost_aware, tree_shape, target_weights, copy_alone,
+                                                  gumiho_with_copy))
+
+    gr.api(compare_api, api_name="compare", concurrency_id=GENERATE, concurrency_limit=None)
     return {fn.__name__.removesuffix("_api"): [None if p.default is inspect.Parameter.empty else p.default
                                               for p in inspect.signature(fn).parameters.values()]
-            for fn in (race_api, walkthrough_api)}
+            for fn in (race_api, walkthrough_api, compare_api)}
 
 
 async def api_race(hub: ModelHub, form: RaceForm) -> dict:
@@ -75,5 +96,17 @@ async def api_race(hub: ModelHub, form: RaceForm) -> dict:
             await until_ready(hub)
         stop = threading.Event()
         return summary(await on_model_thread(lambda: compute_race(hub, req, stop), hub.submit, stop), form.prompt)
+    except Exception as e:
+        return error_summary(friendly(e), form.prompt)
+
+
+async def api_compare(hub: ModelHub, form: CompareForm) -> dict:
+    """The /compare endpoint's work, cancelled as /race's is (:func:`api_race`)."""
+    try:
+        req = parse_compare(form, hub.access)
+        await until_ready(hub)
+        stop = threading.Event()
+        return compare_summary(await on_model_thread(lambda: compute_compare(hub, req, stop), hub.submit, stop),
+                               form.prompt)
     except Exception as e:
         return error_summary(friendly(e), form.prompt)

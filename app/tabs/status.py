@@ -28,21 +28,26 @@ def add_status(hub: ModelHub) -> Status:
     return Status(banner, gr.Timer(1.0, active=True))
 
 
-def poll(hub: ModelHub):
+def poll(hub: ModelHub, status: Status, other_models: list, default_model: list, drafter: gr.Dropdown) -> dict:
+    """The banner, the buttons and the drafter menu as the model's state says: buttons
+    that can run another model are enabled once the default model is ready or has
+    failed; buttons that need the default model, once it is ready."""
     level, text = hub.status()
     done = hub.state in ("ready", "error")
-    ready = hub.ready
-    can_run = ready or hub.state == "error"  # after an error, other models can still be tried
-    return (render_banner(text, level), gr.Button(interactive=can_run), gr.Button(interactive=can_run),
-            gr.Button(interactive=ready),
-            gr.Dropdown(choices=hub.drafter_choices()), gr.Timer(active=not done))
+    can_run = hub.ready or hub.state == "error"  # after an error, other models can still be tried
+    return {status.banner: render_banner(text, level),
+            **{b: gr.Button(interactive=can_run) for b in other_models},
+            **{b: gr.Button(interactive=hub.ready) for b in default_model},
+            drafter: gr.Dropdown(choices=hub.drafter_choices()), status.timer: gr.Timer(active=not done)}
 
 
-def wire_status(demo: gr.Blocks, hub: ModelHub, status: Status, run_btns: list, walk_btn: gr.Button,
+def wire_status(demo: gr.Blocks, hub: ModelHub, status: Status, other_models: list, default_model: list,
                 drafter: gr.Dropdown) -> None:
     """Poll on page load and then every second until the model is ready or has failed
-    (the buttons: the race's two, the walkthrough's; the drafter menu: the race's)."""
-    outputs = [status.banner, *run_btns, walk_btn, drafter, status.timer]
-    call = bound(poll, hub)  # one callable for both events: the endpoints "poll" and "poll_1"
+    (``other_models``: the race's buttons, which can also run a model given by name;
+    ``default_model``: the walkthrough's and the comparison's; the drafter menu: the race's)."""
+    outputs = [status.banner, *other_models, *default_model, drafter, status.timer]
+    call = bound(poll, hub, status, list(other_models), list(default_model), drafter)
+    # One callable for both events: the endpoints "poll" and "poll_1".
     demo.load(call, outputs=outputs, queue=False, show_progress="hidden", api_visibility="private")
     status.timer.tick(call, outputs=outputs, queue=False, show_progress="hidden", api_visibility="private")

@@ -169,7 +169,7 @@ def test_the_page_events_are_not_in_the_api_description(probe_server):
     base, _, _ = probe_server
     with urllib.request.urlopen(f"{base}/gradio_api/info?all_endpoints=true", timeout=30) as r:
         info = json.loads(r.read())
-    assert list(info["named_endpoints"]) == ["/race", "/walkthrough"], list(info["named_endpoints"])
+    assert list(info["named_endpoints"]) == ["/race", "/walkthrough", "/compare"], list(info["named_endpoints"])
 
 
 # ----------------------------------------------------------------------------- 5. the busy refusal

@@ -10,6 +10,12 @@ those routes what it likes. Three rules keep a client to what the app offers:
   values gets their documented defaults (as Gradio's own client fills them), so a
   short call reaches the app's checks and is answered ``ok: false`` with a message
   instead of the framework's own error text.
+* **Streams only for sessions that have something to stream.** The page reads its
+  events' results from ``/queue/data?session_hash=...``, a client of the API from
+  ``/call/<name>/<event id>``; Gradio answers a hash or an id it does not know by
+  raising inside a response it has already started, which writes an ~80-line
+  traceback to the log for every such request. One with nothing pending is
+  answered 404 here, in one line.
 * **The page's events as the page sends them.** A request of the page's own routes
   (:data:`PAGE_ROUTES`) must name one of the page's events and carry exactly its
   values, each of the kind and in the range its control holds, and a chained
@@ -72,18 +78,27 @@ class Guard:
     is assembled after the server object)."""
 
     def __init__(self, app, events: Callable[[], dict], api_defaults: dict,
-                 session_blocks: Callable[[str], Optional[dict]] = lambda _: None):
+                 session_blocks: Callable[[str], Optional[dict]] = lambda _: None,
+                 results_pending: Callable[[str, str], bool] = lambda session, event: True):
         self.app = app
         self.events = events
         self.api_defaults = {name: list(values) for name, values in api_defaults.items()}  # per endpoint
         self.session_blocks = session_blocks
+        self.results_pending = results_pending
         self.chains = Chains()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope.get("method") != "POST":
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path, root = scope.get("path", ""), scope.get("root_path", "")
         route = _route(path[len(root):] if root and path.startswith(root) else path)
+        if scope.get("method") != "POST":
+            if route == "/queue/data" and not self.results_pending(_query_value(scope, "session_hash"), ""):
+                return await _answer(send, 404, "No run of this session is waiting for its results.")
+            call = named_endpoint(route) if route.startswith("/call/") else None
+            if call is not None and "/" in call and not self.results_pending("", call.rsplit("/", 1)[1]):
+                return await _answer(send, 404, "No call with this id is waiting for its results.")
+            return await self.app(scope, receive, send)
         try:
             if route == "/upload":
                 await _discard_body(receive)  # read (up to a bound) and dropped, so the client hears the answer
@@ -130,6 +145,14 @@ class Guard:
             raise Refusal(409, "This event follows another of the page's; it was sent out of order.")
         self.chains.sent(session, fn, events)
         return json.dumps(payload).encode("utf-8")
+
+
+def _query_value(scope, name: str) -> str:
+    """The first value of ``name`` in the request's query string ("" when absent)."""
+    from urllib.parse import parse_qs
+
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(name)
+    return values[0] if values else ""
 
 
 async def _read_body(receive) -> bytes:
@@ -187,6 +210,21 @@ def page_events(blocks) -> dict:
     """fn index -> :class:`~app.values.Event` for every event of ``blocks``."""
     return {fn_id: Event(tuple(fn.inputs), fn.api_name if fn.api_name in API_NAMES else None, fn.trigger_after)
             for fn_id, fn in blocks.fns.items()}
+
+
+def results_pending(blocks, session: str, event: str) -> bool:
+    """Whether Gradio's queue holds results for ``session`` (the page's stream) or for
+    the API call ``event`` (the session it was queued under, found as Gradio's
+    ``/call`` route finds it): else that route's stream would fail after starting
+    its response."""
+    queue = getattr(blocks, "_queue", None)
+    if queue is None:
+        return False
+    if event:
+        queued = queue.event_ids_to_events.get(event)
+        session = queued.session_hash if queued is not None else next(
+            (s for s, ids in queue.pending_event_ids_session.items() if event in ids), event)
+    return bool(session) and session in queue.pending_messages_per_session
 
 
 def session_blocks(blocks, session: str) -> Optional[dict]:

@@ -9,7 +9,7 @@ from typing import Optional
 from starlette.middleware import Middleware
 
 from . import gpu
-from .guard import Guard, page_events, session_blocks
+from .guard import Guard, page_events, results_pending, session_blocks
 from .hub import ModelHub
 from .layout import build_app, load_css
 
@@ -53,7 +53,8 @@ def serve(host: Optional[str] = None, port: Optional[int] = None, hub: Optional[
     # app has no file inputs; the size cap is a second line) and calls of anything
     # but the documented API (app/guard.py).
     guard = Middleware(Guard, events=lambda: page_events(demo), api_defaults=demo.api_defaults,
-                       session_blocks=lambda session: session_blocks(demo, session))
+                       session_blocks=lambda session: session_blocks(demo, session),
+                       results_pending=lambda session, event: results_pending(demo, session, event))
     demo.launch(server_name=host, server_port=port, css=load_css(), prevent_thread_lock=True, show_error=False,
                 run_history=False, max_file_size="1kb", app_kwargs={"middleware": [guard]})
     log = logging.getLogger("gumiho.app")

@@ -325,3 +325,37 @@ def test_an_answer_cut_inside_a_character_ends_on_a_whole_one():
     # An answer that ended by itself keeps what it wrote.
     events[-1].finish_reason = "eos"
     assert record("vanilla", events, TOK, b("say hi")).text.endswith("\ufffd")
+
+
+ODD_REQUESTS = [  # (method, route under /gradio_api, body): odd, missing or foreign values
+    ("GET", "/queue/data?session_hash=nosuch", None), ("GET", "/queue/data", None),
+    ("GET", "/queue/data?session_hash=", None), ("GET", "/heartbeat/nosuch", None),
+    ("GET", "/upload_progress?upload_id=nosuch", None), ("GET", "/info?all_endpoints=maybe", None),
+    ("GET", "/file=/etc/passwd", None), ("GET", "/call/race/nosuch", None), ("GET", "/call/nosuch/nosuch", None),
+    ("POST", "/queue/join", b'{"fn_index": "x", "data": 5}'), ("POST", "/queue/join", b"[1, 2]"),
+    ("POST", "/cancel", b'{"session_hash": 5, "event_id": null}'), ("POST", "/cancel", b"not json"),
+    ("POST", "/call/race", b'{"data": "x"}'), ("POST", "/run/predict", b'{"fn_index": 999}'),
+    ("POST", "/upload", b"x" * 100),
+]
+
+
+def test_odd_requests_to_every_route_leave_no_traceback_in_the_log(probe_server, capfd):
+    """Issue 60: a client's odd request writes at most a line to the log. An unknown
+    session's results stream (queue/data) used to write an ~80-line traceback."""
+    base, _, _ = probe_server
+    capfd.readouterr()
+    for method, route, body in ODD_REQUESTS:
+        req = urllib.request.Request(f"{base}/gradio_api{route}", data=body, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                status = r.status
+                if "/heartbeat/" not in route:  # a heartbeat streams for as long as it is read
+                    r.read(1 << 16)
+        except urllib.error.HTTPError as e:
+            status = e.code
+        assert status != 500, (method, route)
+    time.sleep(0.5)
+    out, err = capfd.readouterr()
+    log = out + err
+    assert "Traceback" not in log and "Exception in ASGI" not in log, log[-3000:]

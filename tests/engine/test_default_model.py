@@ -122,3 +122,24 @@ def test_shipped_drafter_with_a_cost_aware_tree_is_lossless(target, vanilla):
         sizes |= {s.drafted for s in r.steps if s.step > 0}
     assert target.verify_cost is not None and target.verify_cost.max_tokens >= 12
     assert sizes and max(sizes) <= 11
+
+
+def test_the_readmes_first_example_runs_from_another_folder(tmp_path):
+    """The README's library example, as written, run from a folder outside the clone with
+    the package on the path (as `pip install -e .` puts it): it prints which runtime ran,
+    and the acceptance of positions 1-3, where the serial steps and an MLP head draft."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        code = re.search(r"## Use it as a library.*?```python\n(.*?)```", f.read(), re.S).group(1)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": root})
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("Target('SmolLM2-135M-Instruct', cpu, float32, runtime=torch"), lines[0]
+    acceptance = [float(x) for x in re.search(r"\[([^\]]*)\]\s*$", out.stdout).group(1).split(",")]
+    assert len(acceptance) == 3 and acceptance[0] > 0 and acceptance[1] > 0, out.stdout[-500:]

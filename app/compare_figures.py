@@ -15,7 +15,7 @@ from gumiho.heads import HeadFamily
 SHORT = {"gumiho": "Gumiho", "serial": "All-serial", "parallel": "All-parallel", "eagle3": "EAGLE-3",
          "copy": "Copying", "gumiho+copy": "Gumiho + copying", "vanilla": "Vanilla"}
 # One line per drafter: colours that are none of the head families' (blue, orange, green), and a dash each.
-LINES = {"gumiho": ("#1b1b1b", "solid"), "serial": ("#7b3fa0", "dash"), "parallel": ("#a0522d", "dot"),
+LINES = {"gumiho": (palette.GUMIHO_LINE, "solid"), "serial": ("#7b3fa0", "dash"), "parallel": ("#a0522d", "dot"),
          "eagle3": ("#c2185b", "dashdot"), "copy": ("#607d8b", "longdash"), "gumiho+copy": ("#455a64", "longdashdot")}
 DRAFTING, VERIFYING = "#e4a11b", "#8c8c8c"
 

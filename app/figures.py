@@ -223,7 +223,7 @@ def speed_figure(vanilla: Sequence[tuple[float, int]], gumiho: Sequence[tuple[fl
     fig = _figure("Tokens per second over time", height=360, xaxis=xaxis,
                   yaxis={"title": {"text": "tokens/s so far"}, "rangemode": "tozero"})
     _legend_below(fig)
-    for name, series, colour in (("vanilla", vanilla, "#6b6b6b"), ("Gumiho", gumiho, palette.plot_colour("mlp", 0, 1))):
+    for name, series, colour in (("vanilla", vanilla, palette.VANILLA_LINE), ("Gumiho", gumiho, palette.GUMIHO_LINE)):
         xs, ys = _rate_points(series)
         fig.data.append({"type": "scatter", "mode": "lines+markers", "x": xs, "y": ys, "name": name,
                          "line": {"color": colour, "width": 2, "shape": "hv"}, "marker": {"size": 4},

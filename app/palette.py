@@ -21,6 +21,10 @@ NEUTRAL_BG = "#ececec"
 NEUTRAL_PLOT = "#9a9a9a"
 REJECTED_PLOT = "#c8c8c8"
 ACCEPT_EDGE = "#1b1b1b"
+# A decoder as a whole, in the plots of speed and of every drafter: never a head's
+# colour (blue, orange, green mean who drafted a token everywhere on the page).
+GUMIHO_LINE = "#1b1b1b"
+VANILLA_LINE = "#6b6b6b"
 
 
 def _hsl(h: float, s: float, light: float) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .race_run import TIMING
-from .render import speedup
+from .render import SAMPLED_TEXTS, speedup
 from .run_views import RaceResult
 
 
@@ -35,6 +35,7 @@ def summary(result: RaceResult, prompt: str) -> dict:
             "vanilla": run(result.vanilla, v_stats),
             "gumiho": {**run(result.gumiho, g_stats), **acceptance(g_stats, result.gumiho.depth)},
             "speedup": round(sp[0], 4) if sp else None, "speedup_kind": sp[1] if sp else None,
+            "texts_note": SAMPLED_TEXTS if result.temperature > 0 else "",
             "timing": TIMING.get(result.scheme, result.scheme), "runtime": result.runtime, "weights": result.weights,
             "fastest": fastest_summary(result)}
 

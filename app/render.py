@@ -240,6 +240,12 @@ def speedup(result: RaceResult) -> Optional[tuple[float, str]]:
     return (value, kind) if value is not None else None
 
 
+# Why a sampled race's two texts differ (the page's result line and the /race answer).
+SAMPLED_TEXTS = ("With temperature above 0 each column samples its own text: speculative sampling draws from the "
+                 "target's own distribution (the acceptance rule keeps it exact), not the same draws, so the two "
+                 "texts differ while being equally likely.")
+
+
 def render_result(result: Optional[RaceResult]) -> str:
     if result is None:
         return ""
@@ -271,7 +277,9 @@ def render_result(result: Optional[RaceResult]) -> str:
     word = "faster" if value >= 1 else "slower"
     shown = value if value >= 1 else 1 / value
     same = ""
-    if result.temperature == 0 and kind == metrics.SPEEDUP_WALL_TIME:
+    if result.temperature > 0:
+        same = " " + SAMPLED_TEXTS
+    elif kind == metrics.SPEEDUP_WALL_TIME:
         same = (" The two texts are identical token for token, as they must be." if v.events and
                 [t for e in v.events for t in e.tokens] == [t for e in g.events for t in e.tokens]
                 else " The two texts differ: please report this, greedy speculative decoding must match vanilla.")

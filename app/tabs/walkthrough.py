@@ -54,7 +54,7 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
         timer = gr.Timer(PLAY_INTERVAL_S, active=False)
         playing = gr.State(False)
         view = {"head": gr.HTML("", elem_id="gm-walk-head"),
-                "tree": gr.Plot(None, label="Draft tree", elem_id="gm-walk-tree"),
+                "tree": gr.Plot(None, label="Draft tree", show_label=False, elem_id="gm-walk-tree"),
                 "table": gr.HTML("", elem_id="gm-walk-table"),
                 "text": gr.HTML(placeholder("The text so far appears here; the current step is outlined."),
                                 elem_id="gm-walk-text", elem_classes=["gm-tokens"])}  # what _walk_view fills

@@ -258,6 +258,10 @@ def test_walkthrough_shows_the_mlp_heads_plays_and_takes_the_races_tree(server, 
         row = page.locator(f"#gm-walk-table tr[data-depth='{d}'][data-head~='mlp']")
         assert row.count() == 1 and f"MLP head {d - 2}" in row.inner_text()
     assert page.locator("#gm-walk-tree .main-svg").count() >= 1
+    # The figure's own title is the tree's label: no label of the framework's on top of it (issue 60).
+    assert not any(label.is_visible() for label in page.locator("#gm-walk-tree").get_by_text("Draft tree",
+                                                                                             exact=True).all())
+    assert page.locator("#gm-walk-tree .gtitle").first.text_content().startswith("Draft tree of verify step")
     assert page.locator("#gm-walk-tree text:has-text('MLP head 5')").count() >= 1
     assert page.locator("#gm-walk-tree text:has-text('serial step 1')").count() >= 1
     # The target's choice at each depth, over its column: "✓ target:" where the path held,

@@ -247,6 +247,9 @@ def test_speed_figure_has_both_columns():
     assert [t["name"] for t in fig.data] == ["vanilla", "Gumiho"]
     assert fig.data[0]["y"] == pytest.approx([10.0] * 5)
     assert fig.data[1]["y"][-1] == pytest.approx(8 / 0.3, abs=1e-3)  # 1 + 4 + 2 + 1 tokens
+    # One colour, one meaning (issue 60): a decoder's line is never a head's colour.
+    heads = {palette.plot_colour(h, r, n) for h in ("serial", "mlp", "copy") for n in range(1, 8) for r in range(n)}
+    assert not {t["line"]["color"] for t in fig.data} & heads
 
 
 def test_figures_are_plotly_json_that_gr_plot_accepts():
@@ -329,6 +332,9 @@ def test_stats_and_speedup():
     assert ">2.33<" in cells and ">3<" in cells  # tau 7/3, three target forwards
     mid = render_stats(res.vanilla, 3, 0.3)
     assert ">10.0<" in mid and "0.30 s" in mid
+    # Sampled, the texts differ, and the result line says why (issue 60).
+    sampled = render_result(race_of(v_events, g_events, temperature=0.8))
+    assert "each column samples its own text" in sampled and "identical" not in sampled
 
 
 def test_replay_frames_follow_recorded_timestamps():

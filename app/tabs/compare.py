@@ -28,9 +28,9 @@ from .shared import GENERATE, fail, placeholder, wire
 INTRO = ("**The paper's trade on one screen.** Gumiho gives the first draft positions, which matter most, to a "
          "serial Transformer and the later ones to cheap parallel MLP heads. Here one prompt is decoded by "
          "vanilla decoding and by every drafter shipped for this model: Gumiho's hybrid, an all-serial and an "
-         "all-parallel drafter of the same size, and EAGLE-3, all with the **same tree** (the Race tab's "
-         "settings, or the paper's tree) and the same target weights, greedy. They take turns on this machine a "
-         "step at a time, each on its own clock, as in the race.")
+         "all-parallel drafter, and EAGLE-3 (the table gives each one's size), all with the **same tree** (the "
+         "Race tab's settings, or the paper's tree) and the same target weights, greedy. They take turns on this "
+         "machine a step at a time, each on its own clock, as in the race.")
 
 # The race's form fields the comparison takes from the Race tab: one tree and one runtime for every drafter.
 RACE_FIELDS = ("tree_depth", "tree_top_k", "tree_nodes", "tree_cost_aware", "tree_shape", "target_weights")

@@ -263,11 +263,12 @@ def check_arguments(args) -> None:
         try:
             with open(os.path.join(os.path.expanduser(args.drafter), "config.json"), encoding="utf-8") as f:
                 config = json.load(f)
-            most = int(config["serial_positions"]) + int(config["mlp_heads"])
+            serial, heads = int(config["serial_positions"]), int(config["mlp_heads"])
         except (OSError, ValueError, KeyError, TypeError):
             return  # the export reads it and says what is wrong
-        if k > most:
-            raise GumihoError(f"--num-speculative-tokens {k} is more than this drafter drafts ({most} positions).")
+        if k > serial + heads:
+            raise GumihoError(f"--num-speculative-tokens {k} is more than this drafter drafts ({serial} serial "
+                              f"positions and {heads} MLP heads, so at most {serial + heads}).")
 
 
 def serve(args, log: Callable[[str], None]) -> int:

@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 from . import palette
 from .figures import Figure, _figure
 from .plotroom import labels_that_fit, node_sizes, px_per_unit
-from .render import esc_plot, visible
+from .render import esc_plot, token_mark, visible
 from .run_views import DrafterLayout
 from gumiho.heads import HeadFamily
 
@@ -231,10 +231,9 @@ def tree_height(rows: int) -> tuple[int, bool]:
 
 
 def node_label(text: str) -> str:
-    """A node's label: short, and a token of punctuation or space alone in guillemets
-    (a bare "," or "." is a speck next to its marker)."""
-    short = text if len(text) <= 14 else text[:13] + "…"
-    return short if any(ch.isalnum() for ch in short) else f"‹{short}›"
+    """A node's label: the token as the walkthrough's table shows it (render.token_mark), short."""
+    marked = token_mark(text)
+    return marked if len(marked) <= 14 else marked[:13] + "…"
 
 
 def _column_heads(heads: Sequence[str], depths: Sequence[int], lay: DrafterLayout, max_x: int) -> list[str]:

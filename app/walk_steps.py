@@ -20,7 +20,7 @@ from .gpu import on_gpu
 from .hub import ModelHub
 from .inputs import DEVICE_TREE, PAPER_SHAPE, PAPER_TREE_SETTINGS, WALK_MAX_NEW_TOKENS, RaceForm, Request, \
     check_prompt_length, parse_request
-from .render import esc, render_steps, visible
+from .render import esc, render_steps, token_mark, visible
 from .run_views import DrafterLayout, StepView, step_views
 from gumiho.heads import HeadFamily
 
@@ -282,11 +282,11 @@ def choices_table(walk: Walk, i: int) -> str:
         count = str(len(nodes)) if nodes else "–"
         if not broke and d <= len(s.choice_text):
             kids = sorted(children[node], key=lambda j: -s.probs[j])
-            cands = ", ".join(f"<code>{esc(visible(s.node_text[j]))}</code> "
+            cands = " · ".join(f"<code>{esc(token_mark(s.node_text[j]))}</code> "
                               + (HeadFamily.COPY if heads[j] == HeadFamily.COPY else f"{s.probs[j]:.2f}") for j in kids[:6])
             if len(kids) > 6:
                 cands += f", … ({len(kids) - 6} more)"
-            choice = f"<code>{esc(visible(s.choice_text[d - 1]))}</code>"
+            choice = f"<code>{esc(token_mark(s.choice_text[d - 1]))}</code>"
             match = next((j for j in kids if j in s.accepted), None)
             if match is not None:
                 state, verdict = "accepted", '<span class="ok">✓ drafted, accepted</span>'

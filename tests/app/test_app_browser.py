@@ -92,6 +92,11 @@ def test_race_and_screenshot(server, browser):
     page.wait_for_selector("#gm-result .gm-result", timeout=RUN_S)
     result = page.inner_text("#gm-result")
     assert "Speedup" in result and "identical" in result, result
+    # Short (issue 60): what ran and the fastest way here are one click away, not five lines inline.
+    box = page.locator("#gm-result .gm-result").bounding_box()
+    assert box["height"] < 110, box
+    page.click("#gm-result summary")
+    assert "Both lanes ran the target's float32 weights in torch" in page.inner_text("#gm-result")
     assert page.locator("#gm-vanilla .tok").count() >= 2
     assert page.locator("#gm-gumiho .tok").count() >= 2
     assert page.locator("#gm-gumiho .tok.h-target").count() >= 1  # the target's own tokens, neutral

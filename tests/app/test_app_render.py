@@ -704,3 +704,15 @@ def test_copy_from_context_reaches_the_race_and_the_walkthrough(monkeypatch):
     assert parse_request(RaceForm("x", 4, 0, 1, 0, 3, 2, 5)).copy_from_context is COPY_DEFAULT
     with pytest.raises(GumihoError, match="Copy from the context must be true or false"):
         parse_request(RaceForm("x", 4, 0, 1, 0, 3, 2, 5, copy_from_context="sometimes"))
+
+
+def test_a_punctuation_token_reads_the_same_in_the_tree_and_the_table():
+    """Issue 60: a comma drafted showed as "‹,›" in the tree and ", , 0.42" in the
+    table. Both now show ‹,›, and the table's candidates are not comma-separated."""
+    walk = Walk(LAYOUT, [], [WalkStep(1, ["r", ",", " sea", "."], [-1, 0, 0, 1], [0, 1, 1, 2], [1, .42, .3, .5],
+                                      [False] * 4, [1], [7, 8], [",", "."], 3, 1, 0.5,
+                                      heads=["root", "serial", "serial", "serial"])])
+    table = choices_table(walk, 0)
+    assert "<code>‹,›</code> 0.42" in table and "<code>␣sea</code> 0.30" in table
+    assert ", ," not in html_module.unescape(re.sub(r"<[^>]+>", "", table))
+    assert treeplot.node_label(",") == "‹,›" and treeplot.node_label(" sea") == "␣sea"

@@ -207,9 +207,11 @@ async def _answer(send, status: int, message: str) -> None:
 
 
 def page_events(blocks) -> dict:
-    """fn index -> :class:`~app.values.Event` for every event of ``blocks``."""
+    """fn index -> :class:`~app.values.Event` for every event of ``blocks`` that the
+    server runs. An event with no Python function runs in the browser alone (the tabs'
+    resize): sent to the server it is no event of the page's, and is refused as such."""
     return {fn_id: Event(tuple(fn.inputs), fn.api_name if fn.api_name in API_NAMES else None, fn.trigger_after)
-            for fn_id, fn in blocks.fns.items()}
+            for fn_id, fn in blocks.fns.items() if fn.fn is not None}
 
 
 def results_pending(blocks, session: str, event: str) -> bool:

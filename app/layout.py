@@ -30,6 +30,8 @@ from .tabs.shared import fail as _fail, friendly as _friendly  # noqa: F401
 from .tabs.walkthrough import PAUSE, PLAY  # noqa: F401
 from .walk_steps import compute_walk  # noqa: F401
 
+RESIZE_PLOTS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 100); }"
+
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
 
 
@@ -54,10 +56,14 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
     with gr.Blocks(title="Gumiho speculative decoding") as demo:
         status = add_status(hub)
         session = new_session()
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             race = add_race_tab(hub, session, examples, ready)
             walk = add_walk_tab(hub, session, examples, ready, race)
             compare = add_compare_tab(hub, examples, ready, race)
+        # A plot resizes with the window only while it is shown: one on a hidden tab keeps
+        # its old width, its end cut off, when its tab comes back. A resize event once the
+        # tab is shown lets every plot on it take its box's width again (in the browser alone).
+        tabs.select(None, js=RESIZE_PLOTS, queue=False, show_progress="hidden", api_visibility="private")
         wire_status(demo, hub, status, [race.run_btn, race.paper_btn],
                     [walk.walk_btn, compare.run_btn, compare.paper_btn], race.drafter)
         demo.api_defaults = add_api(hub)  # read by app.guard (app/server.py)

@@ -13,7 +13,9 @@ from test_app_probe import no_framework_words, post, probe_server, while_busy  #
 
 
 def page_events(demo) -> dict:
-    return {i: fn for i, fn in demo.fns.items() if fn.api_name not in API_NAMES}
+    """The page's events the server runs (not the documented API, nor an event that
+    runs in the browser alone)."""
+    return {i: fn for i, fn in demo.fns.items() if fn.api_name not in API_NAMES and fn.fn is not None}
 
 
 def send(base: str, fn_index: int, data, session: str, queued: bool) -> tuple[int, dict]:
@@ -64,6 +66,10 @@ def test_every_page_event_with_nulls_or_wrong_values_is_refused_in_words(probe_s
             assert refused(status, answer), (fn.name, data, status, answer)
             checked += 1
     assert checked > 100
+    # An event that runs in the browser alone (the tabs' resize) is no event of the server's.
+    for i in (i for i, fn in demo.fns.items() if fn.fn is None):
+        status, answer = send(base, i, [], f"hand-{i}", False)
+        assert status == 404 and answer["message"] == "No such event on this page.", (status, answer)
     log = capfd.readouterr()
     assert "Traceback" not in log.err + log.out and "ComponentProcessingError" not in log.err + log.out
 

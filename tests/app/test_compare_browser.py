@@ -87,3 +87,23 @@ def test_bad_input_and_stop_leave_the_tab_usable(page):
     page.click("#gm-cmp-stop")
     page.wait_for_selector("#gm-cmp-findings:has-text('Stopped')", timeout=RUN_S)
     page.wait_for_selector("#gm-cmp-run:not([disabled])", timeout=60_000)
+
+
+def test_plots_follow_their_box_after_a_resize_on_another_tab(page):
+    """Issue 60: the window resized while another tab is shown left the plots of the
+    tab shown before at their old width, their ends cut off. Back on that tab, every
+    plot fills its box again."""
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.wait_for_timeout(600)
+    page.click("button[role=tab]:has-text('Walkthrough')")
+    page.wait_for_timeout(300)
+    page.set_viewport_size({"width": 1920, "height": 1000})
+    page.wait_for_timeout(600)
+    page.click("button[role=tab]:has-text('Compare drafters')")
+    page.wait_for_timeout(1000)
+    for sel in PLOTS:
+        widths = page.evaluate("""sel => { const box = document.querySelector(sel + ' .js-plotly-plot');
+            const svg = box.querySelector('.main-svg'); return [box.getBoundingClientRect().width,
+            svg.getBoundingClientRect().width]; }""", sel)
+        assert abs(widths[0] - widths[1]) <= 2, (sel, widths)
+    page.set_viewport_size({"width": WIDTHS[0], "height": 1000})

@@ -17,11 +17,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Optional
 
 import torch.nn as nn
 
-from gumiho import GenerationSettings, GenerationStats, GumihoError, TreeSettings, stream
+from gumiho import GenerationSettings, GenerationStats, GumihoError, TreeSettings, metrics, stream
 from gumiho.proposers import with_copy
 
 from .gpu import on_gpu
@@ -94,8 +95,8 @@ class Compared:
     same_as_vanilla: bool
     trained: bool = True
 
-    @property
-    def stats(self) -> GenerationStats:
+    @cached_property
+    def stats(self) -> GenerationStats:  # summarised once: the table, the sentences and the figures all read it
         return self.record.stats()
 
     @property
@@ -143,13 +144,17 @@ class Comparison:
         return max([c.record.layout.drafted_depth for c in self.drafters if c.record.layout] + [1])
 
     def speedup(self, c: Compared) -> Optional[float]:
-        """Vanilla wall time / this drafter's, for the same tokens (None when stopped or empty)."""
-        v = self.vanilla
-        if self.stopped or not v.events or not c.record.events or c.record.wall_s <= 0:
+        """Vanilla wall time / this drafter's for the same tokens, as gumiho.metrics
+        defines it (greedy: always the same tokens); None when stopped or empty."""
+        if self.stopped or not self.vanilla.events or not c.record.events:
             return None
-        if v.stats().new_tokens != c.stats.new_tokens:
-            return None
-        return v.wall_s / c.record.wall_s
+        pair = [(self.vanilla_stats.new_tokens, self.vanilla.wall_s, c.stats.new_tokens, c.record.wall_s)]
+        return metrics.speedup(pair, metrics.SPEEDUP_WALL_TIME) if metrics.speedup_kind(pair) == \
+            metrics.SPEEDUP_WALL_TIME else None
+
+    @cached_property
+    def vanilla_stats(self) -> GenerationStats:
+        return self.vanilla.stats()
 
 
 @dataclass

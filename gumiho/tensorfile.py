@@ -15,12 +15,11 @@ import tempfile
 def _plain_file_mode(folder: str) -> int:
     """The mode a file newly created in ``folder`` gets (0666 less the umask), read off
     a file created there: the umask itself cannot be read without changing it."""
-    fd, probe = tempfile.mkstemp(dir=folder)
+    fd, probe = tempfile.mkstemp(dir=folder)  # a free name (mkstemp's own file is 0600: not the probe)
     os.close(fd)
     try:
-        os.chmod(probe, 0o666)  # mkstemp's own is 0600; what open() would give is 0666 & ~umask
         os.remove(probe)
-        with open(probe, "w"):
+        with open(probe, "w"):  # created as open() creates every file: 0666 less the umask
             pass
         return stat.S_IMODE(os.stat(probe).st_mode)
     finally:

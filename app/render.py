@@ -97,7 +97,15 @@ def _classes_and_style(tv: TokenView, layout: Optional[DrafterLayout]) -> tuple[
         style = f"background:{palette.COPY_BG}"
     if tv.special:
         cls.append("special")
+    if style and _is_narrow(tv.text):
+        cls.append("narrow")  # a comma's colour box would be a sliver: style.css pads it
     return " ".join(cls), style
+
+
+def _is_narrow(text: str) -> bool:
+    """A token drawn only a few pixels wide: one or two marks and no letter or digit."""
+    core = text.strip()
+    return 0 < len(core) <= 2 and not any(c.isalnum() for c in core)
 
 
 def token_span(tv: TokenView, layout: Optional[DrafterLayout]) -> str:
@@ -146,8 +154,20 @@ def render_steps(views: Iterable[StepView], layout: Optional[DrafterLayout], sho
 GHOST_MARK = '<span class="ghost-at" title="rejected drafts of this step: after the word"></span>'
 
 
+GHOSTS_SHOWN = 3  # per step: a wide tree rejects a dozen drafts at one depth, and a wall of them hides the text
+
+
 def _ghosts(v: StepView, layout) -> str:
-    return '<span class="ghosts">' + "".join(ghost_span(r, layout) for r in v.rejected) + "</span>"
+    """A step's rejected drafts, the likeliest GHOSTS_SHOWN of them, and how many more
+    (their tokens in the tooltip)."""
+    ranked = sorted(v.rejected, key=lambda r: -(r.draft_prob or 0.0))
+    shown, more = ranked[:GHOSTS_SHOWN], ranked[GHOSTS_SHOWN:]
+    tail = ""
+    if more:
+        names = ", ".join(visible(r.text) for r in more[:12]) + (", …" if len(more) > 12 else "")
+        tail = (f'<span class="ghost-more" title="{esc(f"{len(more)} more rejected drafts at this depth: {names}")}">'
+                f'+{len(more)}</span>')
+    return '<span class="ghosts">' + "".join(ghost_span(r, layout) for r in shown) + tail + "</span>"
 
 
 def _starts_a_word_break(text: str) -> bool:

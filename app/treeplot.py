@@ -124,13 +124,16 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
     choice_at = {d: visible(c) for d, c in enumerate(target_choices, start=1)}
     # Where rows are too tight for every label, the nodes a class reads keep theirs: the
     # accepted path, then the drafts competing with it at each depth, then the likeliest;
-    # a label that would touch one kept already is left to the hover.
+    # a label that would touch one kept already in its column is left to the hover. A
+    # column with room (the MLP heads' few paths beside a crowded serial column) labels
+    # every node.
     competing = {i for i in range(1, n) if parents[i] in acc and i not in acc}
     order = sorted(range(n), key=lambda i: (i not in acc, i not in competing, -probs[i] if i else 0.0))
-    labelled = labels_that_fit(xs, ys, order if roomy else [i for i in order if i in acc or i in competing],
-                               unit_px)
-    fig.data.append(_nodes(tokens_text, parents, depths, probs, accepted, heads, lay, full_tree, choice_at,
-                           labelled, xs, ys, unit_px))
+    labelled = labels_that_fit(xs, ys, order, unit_px)
+    nodes = _nodes(tokens_text, parents, depths, probs, accepted, heads, lay, full_tree, choice_at, labelled, xs, ys,
+                   unit_px)
+    fig.data.append(nodes)
+    _path_labels(fig, nodes, acc)
     last = accepted[-1] if accepted else 0
     _target_choices(fig, choice_at, len(accepted) + 1, any(parents[i] == last for i in range(1, n)))
     return fig
@@ -198,6 +201,31 @@ def _nodes(tokens_text, parents, depths, probs, accepted, heads, lay: DrafterLay
             "hoverinfo": "text", "name": "nodes",
             "marker": {"color": colours, "size": node_sizes(xs, ys, sizes, unit_px), "symbol": symbols,
                        "line": {"color": outlines, "width": 2}}}
+
+
+def _path_labels(fig: Figure, nodes: dict, acc: set) -> None:
+    """The accepted path's labels as boxed annotations instead of the nodes' own text:
+    the path's thick line leaves each node to the right, where a label sits, and a box
+    drawn over the line keeps the token readable (the line runs on beneath it)."""
+    texts = nodes["text"]
+    for i in sorted(acc):
+        if i >= len(texts) or not texts[i]:
+            continue
+        fig.layout["annotations"].append({
+            "x": nodes["x"][i], "y": nodes["y"][i], "xref": "x", "yref": "y", "text": texts[i], "showarrow": False,
+            "xanchor": "left", "yanchor": "middle", "xshift": nodes["marker"]["size"][i] / 2 + 3,
+            "font": {"size": 11, "color": "#111"}, "bgcolor": "rgba(255,255,255,0.92)", "borderpad": 1,
+            "name": f"node {i}"})
+        texts[i] = ""
+
+
+def drawn_labels(fig: Figure) -> list[str]:
+    """The label drawn at each node, whether the node's own text or its boxed annotation."""
+    labels = list(fig.trace("nodes")["text"])
+    for a in fig.layout["annotations"]:
+        if str(a.get("name", "")).startswith("node "):
+            labels[int(a["name"].split()[1])] = a["text"]
+    return labels
 
 
 def _target_choices(fig: Figure, choice_at: dict, broke: int, drafted_below_last: bool) -> None:

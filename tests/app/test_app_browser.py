@@ -7,7 +7,7 @@ both under SHOTS): the positions the CPU tree does not draft are marked, the pap
 tree is one click away, no control is cut or folded, ghosts never split a word, and
 the walkthrough shows its progress and a tree that fits the screen.
 
-Needs the Debian packages ``chromium`` (and ``chromium-driver``) and the Python
+Needs the Debian package ``chromium`` and the Python
 package ``playwright`` (its own browser download is not used)."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
-    pytest.skip(f"headless browser test needs Chromium at {CHROMIUM} (apt-get install chromium chromium-driver)",
+    pytest.skip(f"headless browser test needs Chromium at {CHROMIUM} (apt-get install chromium)",
                 allow_module_level=True)
 from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
 

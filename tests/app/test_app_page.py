@@ -80,16 +80,17 @@ def test_the_walkthrough_tree_fits_a_screen_and_keeps_the_labels_a_class_reads()
     texts = ["root", "The", " cat"] + ["x"] * 5 + ["," if k == 0 else f"w{k}" for k in range(50)]
     fig = treeplot.tree_figure(texts, parents, depths, [0.5] * n, [1, 2], DrafterLayout(2, 7), ["The", " dog"])
     assert fig.layout["height"] <= treeplot.TREE_MAX_HEIGHT <= 700
-    labels = fig.trace("nodes")["text"]
+    labels = treeplot.drawn_labels(fig)
     assert "The" in labels[1] and "cat" in labels[2]  # the accepted path
     # The candidates competing with the path keep theirs where a label has room: the comma
     # right under " cat" would be drawn over it (rows are ~9 px apart here), the next one is not.
     assert labels[8] == "" and "," in fig.trace("nodes")["hovertext"][8]
     assert labels[9] == "w1" and labels[10] == "" and labels[11] == "w3"
-    assert labels[4] == ""  # deeper, off the path, too tight to label: its token is in the hover
-    assert "x" in fig.trace("nodes")["hovertext"][4]
+    # Deeper, off the path, alone in its column: room for its label (issue 60: the MLP heads'
+    # columns were unlabelled dots beside a crowded serial column).
+    assert labels[4] == "x" and "x" in fig.trace("nodes")["hovertext"][4]
     small = treeplot.tree_figure(["r", "a", "b"], [-1, 0, 0], [0, 1, 1], [1, .5, .5], [1], DrafterLayout(2, 7), ["a"])
-    assert all(small.trace("nodes")["text"])  # a small tree labels every node
+    assert all(treeplot.drawn_labels(small))  # a small tree labels every node
 
 
 def test_the_walkthrough_shows_its_progress_while_it_generates():

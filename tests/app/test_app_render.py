@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import html as html_module
 import json
+import os
 import re
 import threading
 
@@ -58,6 +59,7 @@ def b(s: str) -> list[int]:
 
 
 TOK = ByteTokenizer()
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAYOUT = DrafterLayout(serial_positions=2, max_depth=7)
 
 
@@ -203,6 +205,30 @@ def test_ghosts_never_split_a_word():
     assert re.search(r"Scattering#+ light", flat), flat  # every group follows the word, none is inside it
 
 
+def test_a_wide_tree_shows_its_likeliest_ghosts_and_counts_the_rest():
+    """Issue 60: the paper's tree rejects a dozen drafts at one depth, and all of them
+    struck through made a wall of ghosts. The likeliest three are shown, the rest counted."""
+    rejected = [(ord(c), 3, "mlp", p) for c, p in zip("abcdefghij", (0.05, 0.3, 0.1, 0.2, 0.01, 0.02, 0.03, 0.04,
+                                                                    0.06, 0.07))]
+    events = [ev(0, [(ord("H"), 0, "target", None)]),
+              ev(1, [(ord("i"), 1, "serial", 0.9), (ord("o"), 0, "target", None)], rejected=rejected)]
+    html = render_steps(step_views(events, TOK), LAYOUT, show_rejected=True)
+    shown = re.findall(r'<s class="ghost [^"]+"[^>]*>([^<]*)</s>', html)
+    assert shown == ["b", "d", "c"]  # by draft probability: 0.3, 0.2, 0.1
+    more = re.search(r'<span class="ghost-more" title="([^"]*)">\+(\d+)</span>', html)
+    assert more and more.group(2) == "7" and "7 more rejected drafts" in more.group(1) and "j" in more.group(1)
+
+
+def test_punctuation_drafts_are_padded_not_slivers():
+    events = [ev(0, [(ord("H"), 0, "target", None)]),
+              ev(1, [(ord(","), 1, "serial", 0.9), (ord("a"), 2, "serial", 0.8), (ord("."), 0, "target", None)])]
+    s = {text: cls for cls, _, _, text in spans(render_steps(step_views(events, TOK), LAYOUT))}
+    assert "narrow" in s[","] and "narrow" not in s["a"]
+    assert "narrow" not in s["."]  # the target's own tokens have no colour box to widen
+    css = open(os.path.join(ROOT, "assets", "style.css")).read()
+    assert re.search(r"\.tok\.narrow \{ padding: 1px 0\.2em; \}", css)
+
+
 def test_legend_lists_both_families_and_the_neutral_bonus():
     lg = render_legend(LAYOUT)
     assert lg.count("sw h-serial") == 2 and lg.count("sw h-mlp") == 5
@@ -267,7 +293,13 @@ def test_tree_figure_highlights_accepted_path_and_escapes_labels():
     fig = treeplot.tree_figure(texts, [-1, 0, 0, 1, 3], [0, 1, 1, 2, 3], [1, .6, .3, .5, .4], [1, 3], LAYOUT,
                               ["<b>", "x", "z"])
     nodes = fig.trace("nodes")
-    assert nodes["text"][1] == "<b>&lt;b&gt;</b>"  # accepted: bold, and the token's own "<b>" escaped
+    # The accepted path's labels are boxes over its thick line (issue 60: the line ran through
+    # them), at their nodes; the other nodes carry their own text.
+    boxed = {(a["x"], a["y"]): a for a in fig.layout["annotations"] if a.get("yref") == "y"}
+    label = boxed[(nodes["x"][1], nodes["y"][1])]
+    assert label["text"] == "<b>&lt;b&gt;</b>"  # accepted: bold, and the token's own "<b>" escaped
+    assert label["bgcolor"].startswith("rgba(255,255,255") and label["xanchor"] == "left" and label["xshift"] > 0
+    assert len(boxed) == 3 and nodes["text"][0] == nodes["text"][1] == nodes["text"][3] == ""  # root and path
     assert nodes["text"][2] == "␣a"  # rejected: plain; the column says the head, not every node
     # The columns are headed by their proposers: S1, S2 = serial steps, M1 = the first MLP head.
     ticks = fig.layout["xaxis"]["ticktext"]
@@ -279,8 +311,8 @@ def test_tree_figure_highlights_accepted_path_and_escapes_labels():
     assert colours[1] == palette.plot_colour("serial", 0, 2) and colours[3] == palette.plot_colour("serial", 1, 2)
     assert fig.trace("accepted path")["line"]["color"] == palette.ACCEPT_EDGE
     # The target's choice per depth: ticked along the path, crossed where it broke (a drafted "y" was there).
-    assert [a["text"] for a in fig.layout["annotations"]] == ["✓ target:<br><b>&lt;b&gt;</b>", "✓ target:<br><b>x</b>",
-                                                             "✗ target (bonus):<br><b>z</b>"]
+    assert [a["text"] for a in fig.layout["annotations"] if a.get("yref") == "paper"] == [
+        "✓ target:<br><b>&lt;b&gt;</b>", "✓ target:<br><b>x</b>", "✗ target (bonus):<br><b>z</b>"]
     assert "rejected: the target chose z here" in nodes["hovertext"][4]
     assert "discarded" in nodes["hovertext"][2] or "rejected" in nodes["hovertext"][2]
     # Every depth's column is shaded in its family's hue: blues, then oranges.
@@ -305,7 +337,7 @@ def test_tree_figure_and_heads_of_a_tree_with_copied_nodes():
     nodes = fig.trace("nodes")
     assert nodes["marker"]["symbol"][4] == "diamond" and nodes["marker"]["symbol"][1] == "circle"
     assert nodes["marker"]["color"][4] == palette.COPY_PLOT  # accepted copied node: its own hue
-    assert nodes["text"][4] == "<b>x</b> <i>C</i>"  # in a serial column, a copied node says so
+    assert treeplot.drawn_labels(fig)[4] == "<b>x</b> <i>C</i>"  # in a serial column, a copied node says so
     assert "copied from the context" in nodes["hovertext"][4] and "no draft probability" in nodes["hovertext"][4]
     ticks = fig.layout["xaxis"]["ticktext"]
     assert "S1" in ticks[1] and "<b>C</b> copy" in ticks[1]  # both proposers of depth 1

@@ -12,7 +12,7 @@ import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
-    pytest.skip(f"headless browser test needs Chromium at {CHROMIUM} (apt-get install chromium chromium-driver)",
+    pytest.skip(f"headless browser test needs Chromium at {CHROMIUM} (apt-get install chromium)",
                 allow_module_level=True)
 from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
 

@@ -185,3 +185,35 @@ def test_the_walkthrough_tree_never_draws_text_or_nodes_over_each_other(page, vi
     assert len(parents) > 60
     assert not bad, "\n".join(bad)
 
+
+
+# The accepted path's labels (issue 60: its thick line ran through them): each a box over
+# the lines, opaque enough to read, wider than its text, and painted after the plot's lines.
+BOXED_LABELS = """() => {
+  const svg = document.querySelector('#plot svg.main-svg');
+  const layers = [...document.querySelectorAll('#plot g.cartesianlayer, #plot g.infolayer')];
+  const painted_after = layers.length === 2 && layers[0].matches('.cartesianlayer')
+      && (layers[0].compareDocumentPosition(layers[1]) & Node.DOCUMENT_POSITION_FOLLOWING) > 0;
+  const out = [];
+  for (const g of document.querySelectorAll('#plot g.annotation')) {
+    const bg = g.querySelector('rect.bg'), t = g.querySelector('text');
+    if (!bg || !t) continue;
+    const fill = getComputedStyle(bg).fill, opacity = parseFloat(bg.getAttribute('style').match(/fill-opacity: ([0-9.]+)/)?.[1] ?? '1');
+    const b = bg.getBoundingClientRect(), r = t.getBoundingClientRect();
+    out.push({text: t.textContent, fill, opacity, covers: b.left <= r.left && b.right >= r.right
+              && b.top <= r.top + 1 && b.bottom >= r.bottom - 1, painted_after});
+  }
+  return out;
+}"""
+
+
+def test_the_accepted_paths_labels_are_boxes_over_its_line(page):
+    n, text, parents, depths, accepted = next(tree_cases())
+    fig = treeplot.tree_figure(text, parents, depths, [0.5] * len(parents), accepted, DrafterLayout(),
+                               [" of"] * (len(accepted) + 1), title="Draft tree")
+    overlaps(page, fig, FULL[1280])
+    boxes = [b for b in page.evaluate(BOXED_LABELS) if not b["text"].startswith(("✓", "✗", "target"))]
+    assert len(boxes) == len(accepted) + 1, boxes  # every node of the path, and the root
+    for box in boxes:
+        assert box["fill"] == "rgb(255, 255, 255)" and box["opacity"] >= 0.9, box
+        assert box["covers"] and box["painted_after"], box

@@ -24,7 +24,8 @@ torch.set_num_threads(1)
 TIERS = {
     "app/test_app_browser.py": ("browser", "slow"),
     "app/test_figures_browser.py": ("browser",),
-    "serving/": ("vllm", "slow"),
+    "serving/test_vllm": ("vllm", "slow"),
+    "serving/test_llamacpp_server.py": ("llamacpp", "slow"),
     "app/test_space_rehearsal.py": ("slow",),
     "app/test_app_concurrency.py::test_eight_simultaneous_sessions": ("slow",),
     "bench/test_acceptance_guard.py": ("slow",),

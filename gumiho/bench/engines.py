@@ -31,6 +31,13 @@ serving engine should win.
 runs them: one OpenAI-compatible server per method, the same requests sent to each in
 turn (gumiho.bench.served), so that other work on the machine slows all three alike.
 
+``--llamacpp-only``: the 4-bit file as stored, and nothing else: this engine on its
+llama.cpp runtime (vanilla, gumiho, gumiho+copy), llama-cpp-python's own loop, and
+llama.cpp's own server without drafting, with EAGLE-3 drafting by the shipped eagle3
+drafter and with its n-gram drafting (gumiho.bench.llamacpp_served), the same prompt
+ids and threads; then whether this engine's best row is at least as fast as the
+server's best.
+
 Threads: both cores to every engine, one after another: torch's threads for this
 engine and transformers (``--threads``, default 2); ``VLLM_CPU_OMP_THREADS_BIND=0-1``
 and no reserved core for vLLM. Each row: new tokens / wall seconds over the prompts,
@@ -60,6 +67,7 @@ from .methods import resolve_drafters
 from .prompts import load_prompts, prompt_ids
 from .records import save
 from .runner import BenchSettings, run_benchmark
+from .llamacpp_served import ENGINE as SERVER_ENGINE, K as SERVER_K, server_rows
 from .served import GUMIHO_K
 
 ENGINE_METHODS = ["vanilla", "gumiho", "gumiho+copy", "eagle3", "hf"]
@@ -244,12 +252,27 @@ def targets(rows: list[dict], curves: Optional[dict], runtime: Optional[str] = N
     return out
 
 
+def llamacpp_server_target(rows: list[dict]) -> dict:
+    """This engine's fastest row on the 4-bit file as stored (any method) over llama.cpp
+    server's fastest (drafting included): at least 1 is the target."""
+    ours = [r for r in rows if r["engine"] == runtime_engine(LAYOUTS[SHIPPED_LAYOUT]) and r["batch"] == 1]
+    theirs = [r for r in rows if r["engine"] == SERVER_ENGINE and r["batch"] == 1]
+    if not ours or not theirs:
+        return {}
+    best, peer = max(ours, key=lambda r: r["tokens_per_s"]), max(theirs, key=lambda r: r["tokens_per_s"])
+    value = round(best["tokens_per_s"] / peer["tokens_per_s"], 3)
+    return {"runtime_best_over_llamacpp_server_best": {
+        "value": value, "target": ">= 1", "met": value >= 1,
+        "ours": best["method"], "theirs": peer["method"]}}
+
+
 def format_rows(rows: list[dict]) -> str:
-    lines = ["| engine | method | batch | tokens/s | vs its own vanilla at batch 1 | tau / accepted per draft |",
+    lines = ["| engine | method | batch | tokens/s | vs its own vanilla at batch 1 | tau / accepted |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         extra = (f"tau {r['tau']:.2f}" if "tau" in r else
-                 f"{r['accepted_per_draft']:.2f} accepted per draft" if "accepted_per_draft" in r else "-")
+                 f"{r['accepted_per_draft']:.2f} accepted per draft" if "accepted_per_draft" in r else
+                 f"{r['accepted_share']:.2f} of drafted tokens accepted" if "accepted_share" in r else "-")
         lines.append(f"| {r['engine']} | {r['method']} | {r['batch']} | {r['tokens_per_s']:.1f} | "
                      f"{r['ratio_to_own_vanilla']:.2f}x | {extra} |")
     return "\n".join(lines)
@@ -268,6 +291,9 @@ def main(argv=None) -> int:
     ap.add_argument("--vllm-only", action="store_true",
                     help="vLLM's rows only: vanilla, eagle3 and gumiho, one server each, their requests interleaved "
                          "(gumiho.bench.served); this engine, llama.cpp and n-gram left out")
+    ap.add_argument("--llamacpp-only", action="store_true",
+                    help="the 4-bit file as stored only: this engine's llama.cpp runtime, llama-cpp-python, and "
+                         "llama.cpp's own server without drafting, with EAGLE-3 and with n-gram drafting")
     ap.add_argument("--note", default=None,
                     help="a sentence kept with the record and shown by the report (e.g. what else ran on the machine)")
     ap.add_argument("--out", default=None, metavar="FILE.json")
@@ -276,6 +302,8 @@ def main(argv=None) -> int:
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
 
+    if args.llamacpp_only:
+        return llamacpp_only(args, log)
     try:
         torch.set_num_threads(args.threads)
         prompts = load_prompts(args.prompts, args.limit)
@@ -332,6 +360,48 @@ def main(argv=None) -> int:
             for key, t in got.items():
                 print(f"  {key}: {t['value']} (target {t['target']}: {'met' if t['met'] else 'not met'})"
                       if isinstance(t, dict) else f"  {key}: {t}")
+    if args.out:
+        save(args.out, result)
+    return 0
+
+
+def llamacpp_only(args, log) -> int:
+    """``--llamacpp-only`` (module docstring)."""
+    layout = LAYOUTS[SHIPPED_LAYOUT]
+    try:
+        torch.set_num_threads(args.threads)
+        prompts = load_prompts(args.prompts, args.limit)
+        if not llamacpp_available():
+            raise GumihoError("llama-cpp-python is not installed (requirements.txt installs it).")
+        ids = [prompt_ids(load_target(None, device="cpu", runtime="llama.cpp", layout=layout.key), p)
+               for p in prompts]
+        rows, record = _llamacpp_layout_rows(layout, prompts, ids, args.max_new_tokens, args.threads, log)
+        with tempfile.TemporaryDirectory(prefix="gumiho-engines-") as work:
+            rows += server_rows(ids, args.max_new_tokens, args.threads, Path(work), layout.label, log)
+    except GumihoError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    rows = add_ratios(rows)
+    from ..serving.llamacpp_build import SOURCE_VERSION
+
+    settings = {"engine, llama.cpp runtime": "the runtime's tree, a chain of one (TreeSettings.for_target), the "
+                                             "shipped Q4_1 file",
+                "llama.cpp": f"llama-cpp-python {SOURCE_VERSION}, {args.threads} threads, the shipped Q4_1 file; "
+                             f"defaults: flash attention off, float16 cache",
+                "llama.cpp server": f"llama-server built from llama-cpp-python {SOURCE_VERSION}'s vendor/llama.cpp, "
+                                    f"-t {args.threads}, the shipped Q4_1 file, its defaults otherwise; /completion "
+                                    f"with prompt ids, greedy, cache_prompt off; eagle3: the shipped eagle3 drafter "
+                                    f"(gumiho.formats.eagle3_gguf), --spec-type draft-eagle3; n-gram: --spec-type "
+                                    f"ngram-simple; both --spec-draft-n-max {SERVER_K} --spec-draft-n-min 0 "
+                                    f"--spec-draft-p-min 0; the three servers up at once, requests interleaved"}
+    result = {"prompts_file": os.path.basename(args.prompts), "prompts": len(prompts),
+              "max_new_tokens": args.max_new_tokens, "threads": args.threads, "cpu": record.get("cpu") or cpu_summary(),
+              "engine_lossless": {f"llama.cpp runtime, {layout.label}": record["lossless"]}, "rows": rows,
+              "settings": settings, "targets": llamacpp_server_target(rows), **({"note": args.note} if args.note else {})}
+    print(format_rows(rows))
+    for key, t in result["targets"].items():
+        print(f"{key}: {t['value']} ({t['ours']} over {t['theirs']}; target {t['target']}: "
+              f"{'met' if t['met'] else 'not met'})")
     if args.out:
         save(args.out, result)
     return 0

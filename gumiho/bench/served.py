@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -104,7 +103,8 @@ def timed_batch(url: str, prompts: list, max_new: int) -> tuple[list, float]:
 
 def start_servers(python: Path, model_dir: Path, configs: list, work: Path, log: Callable) -> dict:
     """One server per (name, speculative config); {name: (url, process)} once all answer."""
-    from ..serve import START_TIMEOUT, start_vllm, wait_until_serving
+    from ..serving.lifecycle import wait_until_serving
+    from ..serving.vllm_command import START_TIMEOUT, start_vllm
 
     servers = {}
     try:
@@ -126,7 +126,7 @@ def start_servers(python: Path, model_dir: Path, configs: list, work: Path, log:
 
 
 def stop_servers(servers: dict) -> None:
-    from ..serve import stop
+    from ..serving.vllm_command import stop
 
     for _, process in servers.values():
         stop(process, lambda message: None)

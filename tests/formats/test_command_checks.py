@@ -91,3 +91,27 @@ def test_saved_weights_are_as_readable_as_their_config(tmp_path):
         str(tmp_path / "d"))
     modes = {name: stat.S_IMODE(os.stat(tmp_path / "d" / name).st_mode) for name in os.listdir(tmp_path / "d")}
     assert set(modes) == {"config.json", "model.safetensors"} and len(set(modes.values())) == 1, modes
+
+
+@pytest.mark.parametrize("arguments, words", [
+    (["--drafter", "/nonexistent/drafter"], "'/nonexistent/drafter' does not exist"),
+    (["--drafter", "shipped-gumiho"], "llama.cpp has no Gumiho drafting"),
+    (["--drafter", "none", "--num-speculative-tokens", "0"], "between 1 and 16, got 0"),
+    (["--drafter", "none", "--target", "/nonexistent/model.gguf"], "'/nonexistent/model.gguf': no such file"),
+    (["--drafter", "none", "--target", "README.md"], "is not a GGUF file"),
+    (["--drafter", "none", "--target", "assets"], "is a folder; llama.cpp serves a GGUF file"),
+    (["--drafter", "assets"], "is not a drafter folder of this project"),
+])
+def test_the_llamacpp_server_checks_its_arguments_before_building(tmp_path, monkeypatch, arguments, words):
+    """python -m gumiho.serve --engine llama.cpp refuses in words, in seconds, with
+    nothing fetched or compiled (the cache folder is never created)."""
+    monkeypatch.setenv("GUMIHO_CACHE", str(tmp_path / "cache"))
+    arguments = [shipped_drafter_path("gumiho") if a == "shipped-gumiho" else a for a in arguments]
+    out, took = run("gumiho.serve", "--engine", "llama.cpp", *arguments)
+    assert out.returncode == 2 and words in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and took < 15 and not (tmp_path / "cache").exists()
+
+
+def test_an_unknown_engine_is_refused_in_words():
+    out, _ = run("gumiho.serve", "--engine", "tgi", "--drafter", "none")
+    assert out.returncode == 2 and "--engine must be one of vllm, llama.cpp, got 'tgi'" in out.stderr

@@ -41,6 +41,10 @@ done; done
 # (the vllm-gumiho plugin), at batch 1, 8 and 32: one server per method, requests interleaved.
 [[ -f benchmarks/engines/mt_bench_vllm.json ]] || "$PY" -m gumiho.bench.engines --vllm-only \
   --prompts benchmarks/prompts/mt_bench.jsonl --limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench_vllm.json
+# llama.cpp's own server (built once from the pinned source) without drafting, with EAGLE-3 drafting
+# by the shipped eagle3 drafter and with its n-gram drafting, beside this engine on the same 4-bit file.
+[[ -f benchmarks/engines/mt_bench_llamacpp.json ]] || "$PY" -m gumiho.bench.engines --llamacpp-only \
+  --prompts benchmarks/prompts/mt_bench.jsonl --limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench_llamacpp.json
 # The GGUF as stored (the llama.cpp runtime, the default on a CPU): exactness against float32, verify
 # costs, the cost-aware tree on it, and which tree each runtime wants.
 [[ -f benchmarks/asstored/alpaca.json ]] || "$PY" -m gumiho.bench.asstored --prompts benchmarks/prompts/alpaca.jsonl \
@@ -56,4 +60,5 @@ done
 # Gumiho-vs-EAGLE-3 records (benchmarks/run_eagle3_vs_gumiho.sh) are sections of the same report.
 "$PY" -m gumiho.bench.report benchmarks/results/*.json --out BENCHMARKS.md --commands benchmarks/run_benchmarks.sh \
   --notes benchmarks/notes.md --copy benchmarks/copy --eagle3 benchmarks/eagle3 --engines benchmarks/engines/mt_bench.json \
-  --serving benchmarks/engines/mt_bench_vllm.json --asstored benchmarks/asstored
+  --serving benchmarks/engines/mt_bench_vllm.json --llamacpp-server benchmarks/engines/mt_bench_llamacpp.json \
+  --asstored benchmarks/asstored

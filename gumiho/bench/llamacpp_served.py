@@ -17,11 +17,12 @@ engine's rows), with the drafted and accepted tokens the server reports in
 from __future__ import annotations
 
 import json
+import random
 import socket
 import time
 import urllib.request
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from ..errors import GumihoError
 
@@ -52,13 +53,15 @@ def complete(url: str, ids: list[int], max_new: int) -> dict:
 
 
 def server_rows(ids: list[list[int]], max_new: int, threads: int, work: Path, weights: str,
-                log: Callable[[str], None]) -> list[dict]:
-    """The three rows (module docstring)."""
+                log: Callable[[str], None], local: Optional[tuple[str, str, Callable]] = None) -> list[dict]:
+    """The three rows (module docstring); with ``local`` ((engine, method, generate:
+    prompt ids -> tokens)), a fourth contender timed in the same rotation: this engine's
+    own row measured beside the servers, prompt by prompt, for a paired comparison."""
     from ..drafter import Drafter
     from ..formats.eagle3_gguf import write_eagle3_gguf
     from ..loading import shipped_drafter_path
-    from ..serving.llamacpp_build import ensure_server
     from ..serving.lifecycle import wait_until_serving
+    from ..serving.llamacpp_build import ensure_server
     from ..serving.llamacpp_command import default_target_file, server_command, start_server, stop
 
     binary = ensure_server(log=log)
@@ -73,29 +76,63 @@ def server_rows(ids: list[list[int]], max_new: int, threads: int, work: Path, we
                                      port, threads=threads)
             servers[name] = (start_server(command, str(work / f"llama-server-{kind}.log")),
                              f"http://127.0.0.1:{port}")
+        contenders = {}
         for name, (process, url) in servers.items():
             if not wait_until_serving(process, url, 300):
                 raise GumihoError(f"llama-server ({name}) did not start; see {work / 'llama-server-*.log'}.")
             complete(url, ids[0][:16], 8)  # warm-up
-        log(f"llama-server: vanilla, eagle3 and n-gram on {len(ids)} prompts, interleaved ...")
-        results = {name: [] for name in servers}
-        names = list(servers)
+            contenders[(ENGINE, name)] = lambda prompt, url=url: complete(url, prompt, max_new)
+        if local is not None:
+            engine, method, generate = local
+            generate(ids[0][:16])  # warm-up
+            contenders[(engine, method)] = lambda prompt: _timed(generate, prompt)
+        log(f"llama-server: vanilla, eagle3 and n-gram on {len(ids)} prompts, interleaved"
+            + (f" with {local[0]} {local[1]}" if local else "") + " ...")
+        results = {key: [] for key in contenders}
+        keys = list(contenders)
         for i, prompt in enumerate(ids):
-            for name in names[i % len(names):] + names[:i % len(names)]:
-                results[name].append(complete(servers[name][1], prompt, max_new))
+            for key in keys[i % len(keys):] + keys[:i % len(keys)]:
+                results[key].append(contenders[key](prompt))
     finally:
         for process, _ in servers.values():
             stop(process)
-    vanilla = [r["tokens"] for r in results["vanilla"]]
+    vanilla = [r["tokens"] for r in results[(ENGINE, "vanilla")]]
     rows = []
-    for name, runs in results.items():
+    for (engine, name), runs in results.items():
         n = sum(len(r["tokens"]) for r in runs)
         seconds = sum(r["seconds"] for r in runs)
         drafted, accepted = sum(r["drafted"] for r in runs), sum(r["accepted"] for r in runs)
-        row = {"engine": ENGINE, "method": name, "batch": 1, "weights": weights, "new_tokens": n,
+        row = {"engine": engine, "method": name, "batch": 1, "weights": weights, "new_tokens": n,
                "seconds": round(seconds, 3), "tokens_per_s": round(n / seconds, 2),
-               "identical_to_vanilla": [r["tokens"] for r in runs] == vanilla}
+               "per_prompt": [[len(r["tokens"]), round(r["seconds"], 4)] for r in runs]}
+        if engine == ENGINE:
+            row["identical_to_vanilla"] = [r["tokens"] for r in runs] == vanilla
         if drafted:
             row.update(drafted=drafted, accepted=accepted, accepted_share=round(accepted / drafted, 3))
         rows.append(row)
     return rows
+
+
+def _timed(generate: Callable, prompt: list[int]) -> dict:
+    t0 = time.perf_counter()
+    tokens = generate(prompt)
+    return {"tokens": list(tokens), "seconds": time.perf_counter() - t0, "drafted": 0, "accepted": 0}
+
+
+def paired_ratio(a: dict, b: dict, draws: int = 2000, seed: int = 0) -> dict:
+    """Tokens/s of row ``a`` over row ``b`` (both timed prompt by prompt in one rotation),
+    with a 95% bootstrap interval over prompts (the same resampled prompts for both)."""
+    pa, pb = a["per_prompt"], b["per_prompt"]
+    if len(pa) != len(pb) or not pa:
+        raise GumihoError("A paired ratio needs the same prompts in both rows.")
+
+    def ratio(idx):
+        ta, sa = sum(pa[i][0] for i in idx), sum(pa[i][1] for i in idx)
+        tb, sb = sum(pb[i][0] for i in idx), sum(pb[i][1] for i in idx)
+        return (ta / sa) / (tb / sb)
+
+    rng = random.Random(seed)
+    n = len(pa)
+    samples = sorted(ratio([rng.randrange(n) for _ in range(n)]) for _ in range(draws))
+    return {"value": round(ratio(range(n)), 3), "low": round(samples[int(0.025 * draws)], 3),
+            "high": round(samples[int(0.975 * draws) - 1], 3), "prompts": n}

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from .records import load
-from .report_sections import asstored_section, copy_section, eagle3_section, engines_section, serving_section
+from .report_sections import (asstored_section, copy_section, eagle3_section, engines_section,
+                              llamacpp_server_section, serving_section)
 from .report_tables import figure, setup_words, speedup_words, table, wins
 
 
@@ -33,6 +34,8 @@ def main(argv=None) -> int:
                     help="a record of python -m gumiho.bench.engines --vllm-only: adds the vLLM serving section")
     ap.add_argument("--eagle3", default=None, metavar="DIR",
                     help="records of benchmarks/run_eagle3_vs_gumiho.sh: adds the Gumiho-vs-EAGLE-3 section")
+    ap.add_argument("--llamacpp-server", default=None, metavar="FILE.json",
+                    help="a record of python -m gumiho.bench.engines --llamacpp-only: adds llama.cpp's server section")
     ap.add_argument("--asstored", default=None, metavar="DIR",
                     help="records of python -m gumiho.bench.asstored (and bench runs on the llama.cpp runtime)")
     args = ap.parse_args(argv)
@@ -85,6 +88,8 @@ def main(argv=None) -> int:
         parts += engines_section(Path(args.engines))
     if args.serving:
         parts += serving_section(Path(args.serving))
+    if args.llamacpp_server:
+        parts += llamacpp_server_section(Path(args.llamacpp_server))
     if args.asstored:
         parts += asstored_section(Path(args.asstored), Path(args.engines) if args.engines else None)
     if args.notes:

@@ -224,6 +224,36 @@ def serving_section(path: Path) -> list[str]:
     return lines
 
 
+def llamacpp_server_section(path: Path) -> list[str]:
+    """BENCHMARKS.md's section on llama.cpp's own server and drafting beside this engine
+    on the 4-bit file as stored, from ``python -m gumiho.bench.engines --llamacpp-only
+    --out``. Each row's ratio is to its own engine's vanilla, in the same run."""
+    if not path.exists():
+        return []
+    from .engines import format_rows
+
+    rec = json.loads(path.read_text())
+    lines = ["## llama.cpp's own server and drafting beside this engine, the 4-bit file as stored", "",
+             f"{rec['prompts']} prompts of {rec['prompts_file']}, {rec['max_new_tokens']} new tokens, greedy, batch 1, "
+             f"{rec['threads']} threads everywhere, {rec.get('cpu') or 'CPU'}. "
+             + " ".join(f"{k}: {v}." for k, v in rec["settings"].items())
+             + " This engine's rows ran first, interleaved among themselves; then the three servers and this "
+               "engine's vanilla once more, interleaved prompt by prompt (the row \"beside the servers\")."
+             + (f" {rec['note']}" if rec.get("note") else ""), "", format_rows(rec["rows"]), ""]
+    same = [f"{r['method']}: {'yes' if r['identical_to_vanilla'] else 'no'}" for r in rec["rows"]
+            if "identical_to_vanilla" in r]
+    if same:
+        lines += [f"llama-server's tokens identical to its own vanilla's: {', '.join(same)}.", ""]
+    for key, t in (rec.get("targets") or {}).items():
+        lines += [f"This engine's {t['ours']} over llama-server's fastest row ({t['theirs']}), timed side by side: "
+                  f"{t['value']:.3f}x (95% interval over prompts {t['low']:.3f}-{t['high']:.3f}); target "
+                  f"{t['target']}: {'met' if t['met'] else 'not met'}.", ""]
+    lines += ["Reproduce: `python -m gumiho.bench.engines --llamacpp-only --prompts benchmarks/prompts/mt_bench.jsonl "
+              "--limit 10 --max-new-tokens 64 --out benchmarks/engines/mt_bench_llamacpp.json`. "
+              "How to serve an eagle3 drafter with llama.cpp: [docs/serving.md](docs/serving.md).", ""]
+    return lines
+
+
 def _fastest_row(text: str) -> str:
     """Which row of a research/runtime_trees.py output decodes fastest, in words."""
     rows = re.findall(r"^(\S.*?)\s+([\d.]+) tokens/s", text, flags=re.M)

@@ -8,12 +8,13 @@ import argparse
 import sys
 
 from ..errors import GumihoError
-from . import eagle3, gumiho, transformers_folder as target
+from . import eagle3, gguf, gumiho, transformers_folder as target
 
 SUBCOMMANDS = {
     "target": (target.add_arguments, target.run),
     "eagle3": (eagle3.add_arguments, eagle3.run),
     "gumiho": (gumiho.add_arguments, gumiho.run),
+    "gguf": (gguf.add_arguments, gguf.run),
 }
 
 

@@ -155,3 +155,24 @@ def test_the_shipped_drafter_against_the_shipped_target(tmp_path):
     assert written == {"draft_vocab": 8191, "target_layers": [2, 15, 27], "dtype": "fp16", "vocab": 49152}
     d2t = [t for t in gguf.GGUFReader(str(tmp_path / "d.gguf")).tensors if t.name == "d2t"][0]
     assert np.array_equal(np.asarray(d2t.data), drafter.draft_vocab_ids.numpy())
+
+
+def test_the_export_command_writes_both_files_or_refuses_in_words(tmp_path):
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-m", "gumiho.export", "gguf", "shipped", str(tmp_path / "out")], cwd=root,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "wrote drafter.gguf, target.gguf" in out.stdout and "fused target layers [2, 15, 27]" in out.stdout
+    from gumiho.serving.llamacpp_command import default_target_file
+
+    assert os.path.getsize(tmp_path / "out" / "target.gguf") == os.path.getsize(default_target_file())
+    assert gguf.GGUFReader(str(tmp_path / "out" / "drafter.gguf")).fields["general.architecture"].contents() == "eagle3"
+    from gumiho.loading import shipped_drafter_path
+
+    refused = subprocess.run([sys.executable, "-m", "gumiho.export", "gguf", shipped_drafter_path("gumiho"),
+                              str(tmp_path / "g")], cwd=root, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "llama.cpp has no Gumiho drafting" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "g").exists()

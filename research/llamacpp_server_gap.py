@@ -11,16 +11,13 @@ reports its ``prompt_ms`` and ``predicted_ms``. The runtime keeps its KV cache i
 bfloat16 with flash attention (a one-token forward then carries the same bits as a row
 of a verify: docs/llamacpp.md), the server llama.cpp's defaults (float16)."""
 import argparse
-import json
 import statistics
 import time
-import urllib.request
 
-from gumiho.bench.llamacpp_served import _free_port
+from gumiho.bench.llamacpp_served import _free_port, complete
 from gumiho.bench.prompts import load_prompts, prompt_ids
 from gumiho.decode import GenerationSettings, generate
 from gumiho.loading import load_target
-from gumiho.runtimes import llamacpp as runtime
 from gumiho.serving.lifecycle import wait_until_serving
 from gumiho.serving.llamacpp_build import ensure_server
 from gumiho.serving.llamacpp_command import default_target_file, server_command, start_server, stop
@@ -67,14 +64,8 @@ def main() -> None:
                     ours["prompt"] += calls[0]
                     ours["decode"] += calls[1:]
                 else:
-                    body = {"prompt": prompt, "n_predict": args.max_new_tokens, "temperature": 0,
-                            "cache_prompt": False}
-                    request = urllib.request.Request(url + "/completion", json.dumps(body).encode(),
-                                                     {"Content-Type": "application/json"})
-                    t0 = time.perf_counter()
-                    with urllib.request.urlopen(request, timeout=600) as r:
-                        out = json.load(r)
-                    theirs["wall"] += time.perf_counter() - t0
+                    out = complete(url, prompt, args.max_new_tokens)
+                    theirs["wall"] += out["seconds"]
                     theirs["prompt"] += out["timings"]["prompt_ms"] / 1000
                     theirs["decode"] += out["timings"]["predicted_ms"] / 1000
                     theirs["tokens"] += out["timings"]["predicted_n"]

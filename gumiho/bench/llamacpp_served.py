@@ -49,7 +49,7 @@ def complete(url: str, ids: list[int], max_new: int) -> dict:
     seconds = time.perf_counter() - t0
     timings = out.get("timings") or {}
     return {"tokens": out["tokens"], "seconds": seconds, "drafted": int(timings.get("draft_n", 0)),
-            "accepted": int(timings.get("draft_n_accepted", 0))}
+            "accepted": int(timings.get("draft_n_accepted", 0)), "timings": timings}
 
 
 def server_rows(ids: list[list[int]], max_new: int, threads: int, work: Path, weights: str,

@@ -148,16 +148,25 @@ def _family_labels(fig: Figure, lay: DrafterLayout) -> None:
         if s:
             fig.layout["shapes"].append({"type": "line", "x0": s + 0.5, "x1": s + 0.5, "y0": 0, "y1": 1,
                                          "yref": "paper", "line": {"color": "#999", "dash": "dot"}})
+    both = len(spans) == 2
     for x, text, head in spans:
-        # From the left end of its positions rightwards: centred on one position, a name
-        # wider than it ran over the y axis's labels.
-        left = x - (min(s, drafted) if head == HeadFamily.SERIAL else drafted - s) / 2
+        # Where both families show, each name sits against the dotted line between them,
+        # the serial one to its left and the MLP one to its right: from the left end of
+        # its positions, the serial name ran into the MLP one on a plot 450 px wide (the
+        # page at 1024 px). Alone, a name runs rightwards from the left end of its
+        # positions: centred on one position, a name wider than it ran over the y axis's
+        # labels.
+        if both:
+            at, anchor = s + 0.5, ("right", -4) if head == HeadFamily.SERIAL else ("left", 4)
+        else:
+            at, anchor = x - (min(s, drafted) if head == HeadFamily.SERIAL else drafted - s) / 2, ("left", 0)
         # Above the plot area (paper coordinates), not at a data height: a conditional
         # acceptance of 1.0 draws its marker at the top of the data range, and on a page
         # that gives the plot less height a label inside the range sat on it.
-        fig.layout["annotations"].append({"x": left, "y": 1, "yref": "paper", "yanchor": "bottom", "yshift": 2,
-                                          "text": text, "showarrow": False, "xanchor": "left",
-                                          "font": {"color": palette.plot_colour(head, 0, 1)}})
+        fig.layout["annotations"].append({"x": at, "y": 1, "yref": "paper", "yanchor": "bottom", "yshift": 2,
+                                          "text": text, "showarrow": False, "xanchor": anchor[0],
+                                          "xshift": anchor[1], "font": {"size": 11,
+                                                                        "color": palette.plot_colour(head, 0, 1)}})
 
 
 def _not_drafted_band(fig: Figure, lay: DrafterLayout, x_shift: float = 0.0) -> None:

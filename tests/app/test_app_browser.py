@@ -2,8 +2,8 @@
 with coloured tokens, ghosts and plots, Stop, bad input, no leakage into a second
 session, the walkthrough (the paper's deep tree with its MLP heads, autoplay, the
 race's tree), and the screenshots used in the README. Issue 41's look is checked
-here too, at a laptop's and a projector's width (1280 and 1920 px; screenshots of
-both under SHOTS): the positions the CPU tree does not draft are marked, the paper's
+here too, at a small laptop's, a laptop's and a projector's width (1024, 1280 and 1920 px;
+screenshots under SHOTS): the positions the CPU tree does not draft are marked, the paper's
 tree is one click away, no control is cut or folded, ghosts never split a word, and
 the walkthrough shows its progress and a tree that fits the screen.
 
@@ -29,7 +29,7 @@ from test_figures_browser import OVERLAPS  # noqa: E402
 SCREENSHOT = os.path.join(ROOT, "assets", "screenshot.png")
 WALK_SCREENSHOT = os.path.join(ROOT, "assets", "walkthrough.png")
 SHOTS = os.environ.get("GUMIHO_SHOTS", "/tmp/gumiho-shots")  # the screenshots at both widths
-WIDTHS = (1280, 1920)
+WIDTHS = (1280, 1920, 1024)  # a laptop, a projector, a small laptop or a tablet
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 MODEL_READY_S = 300_000  # ms: loading the default model on a busy 2-core machine
@@ -135,6 +135,7 @@ def test_race_and_screenshot(server, browser):
         page.set_viewport_size({"width": width, "height": 1000})
         page.wait_for_timeout(600)  # the plots' relayout
         check_the_layout(page)
+        check_the_tiles(page)
         check_no_text_over_text(page, *PLOTS)
         page.screenshot(path=os.path.join(SHOTS, f"race_{width}.png"), full_page=True)
     page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
@@ -163,6 +164,16 @@ def test_race_and_screenshot(server, browser):
 
     page.close()
     other.close()
+
+
+def check_the_tiles(page) -> None:
+    """Each column's figures in one row of tiles, level with the other column's (issue 60:
+    a tile wrapped at 1024 px, and a two-line title pushed one column's tiles down)."""
+    tops = page.evaluate("""() => ['#gm-vanilla-stats', '#gm-gumiho-stats'].map(sel =>
+        [...document.querySelectorAll(sel + ' .gm-stats .cell')].map(c => Math.round(c.getBoundingClientRect().top)))""")
+    for row in tops:
+        assert len(row) == 5 and max(row) - min(row) <= 1, tops
+    assert abs(tops[0][0] - tops[1][0]) <= 6, tops  # a two-line title would put 20 px between them
 
 
 def check_what_was_drafted(page) -> None:

@@ -1,6 +1,6 @@
 """The Compare tab in a real headless Chromium: a comparison of every shipped drafter
 with its table, its sentences and its three plots, at a laptop's and a projector's
-width (1280 and 1920 px) with no text drawn over text; bad input refused in words;
+width (1024, 1280 and 1920 px) with no text drawn over text; bad input refused in words;
 Stop; and the screenshot the README shows (assets/compare.png).
 
 Needs what tests/app/test_app_browser.py needs (Chromium and playwright)."""

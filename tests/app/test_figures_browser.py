@@ -26,8 +26,8 @@ PLOTLY_JS = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plot
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]
 # A plot's width on the page: the race's two side by side, the walkthrough's tree the
 # whole width (Gradio's container stops growing at 1536 px).
-HALF = {1280: 576, 1920: 728}
-FULL = {1280: 1200, 1920: 1480}
+HALF = {1024: 448, 1280: 576, 1920: 728}
+FULL = {1024: 944, 1280: 1200, 1920: 1480}
 
 # Every text of a drawn figure and every node marker, and the pairs that overlap by
 # more than a pixel each way (touching outlines are not overlap).

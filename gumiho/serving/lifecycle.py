@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -21,16 +22,42 @@ from typing import Callable, Optional, Sequence
 from ..errors import GumihoError
 
 
+class Relay(threading.Thread):
+    """Copies an engine's output to this terminal line by line until the engine is being
+    stopped: what an engine prints while it shuts down (vLLM: a dead engine's traceback,
+    its libraries' leak reports, leaked-semaphore warnings) is noise to a user who pressed
+    Ctrl-C, so from then on it is dropped (a ``--log`` file keeps everything)."""
+
+    def __init__(self, stream, out=None):
+        super().__init__(daemon=True)
+        self.stream, self.out, self.quiet, self.dropped = stream, out or sys.stdout, False, 0
+
+    def run(self) -> None:
+        for line in iter(self.stream.readline, ""):
+            if self.quiet:
+                self.dropped += 1
+            else:
+                self.out.write(line)
+                self.out.flush()
+        self.stream.close()
+
+
 def start_process(command: Sequence[str], log_path=None, env: Optional[dict] = None) -> subprocess.Popen:
-    """``command`` in a session of its own, its output to ``log_path`` (None: this terminal)."""
-    out = open(log_path, "a") if log_path else None
+    """``command`` in a session of its own, its output to ``log_path``, or (None) relayed
+    to this terminal until it is stopped (:class:`Relay`, ``process.relay``)."""
+    out = open(log_path, "a") if log_path else subprocess.PIPE
     try:
-        return subprocess.Popen([str(c) for c in command], env=env, stdout=out,
-                                stderr=subprocess.STDOUT if out else None, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        process = subprocess.Popen([str(c) for c in command], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   text=not log_path, errors="replace" if not log_path else None)
     finally:
-        if out:
+        if log_path:
             out.close()  # the child holds its own copy
+    process.relay = None
+    if not log_path:
+        process.relay = Relay(process.stdout)
+        process.relay.start()
+    return process
 
 
 def wait_until_serving(process: subprocess.Popen, url: str, timeout: float, every: float = 1.0) -> bool:
@@ -50,18 +77,32 @@ def wait_until_serving(process: subprocess.Popen, url: str, timeout: float, ever
     return False
 
 
-def stop_group(process: subprocess.Popen, first: int = signal.SIGTERM, seconds: float = 15) -> None:
-    """``first`` to the process's group (its own shutdown), SIGKILL after ``seconds``."""
-    if process.poll() is not None:
-        return
+def stop_group(process: subprocess.Popen, first: int = signal.SIGTERM, seconds: float = 15,
+               leader_only: bool = False) -> None:
+    """``first`` to the process's group (or, ``leader_only``, to the process alone, which
+    then stops the rest itself), SIGKILL to the group after ``seconds``; its output from
+    then on is not relayed."""
+    relay = getattr(process, "relay", None)
+    if relay is not None:
+        relay.quiet = True
+    if process.poll() is None:
+        try:
+            if leader_only:
+                os.kill(process.pid, first)
+            else:
+                os.killpg(process.pid, first)
+            process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
+        except ProcessLookupError:
+            pass
     try:
-        os.killpg(process.pid, first)
-        process.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    except ProcessLookupError:
+        os.killpg(process.pid, signal.SIGKILL)  # whatever of the group is left (a worker the leader lost)
+    except (ProcessLookupError, PermissionError):
         pass
+    process.wait()
+    if relay is not None:
+        relay.join(timeout=5)
 
 
 def _interrupt(signum, frame):

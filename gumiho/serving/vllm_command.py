@@ -183,10 +183,13 @@ def start_vllm(python: Path, model: str, name: str, spec: Optional[dict], port: 
 
 
 def stop(process: subprocess.Popen, log: Callable[[str], None]) -> None:
-    """SIGINT to vLLM's process group (its own shutdown), SIGKILL after STOP_SECONDS."""
+    """SIGINT to vLLM's API server alone, which then stops its engine (a SIGINT to the
+    whole group killed the engine under the server, which then logged a dead engine's
+    traceback); SIGKILL to the group after STOP_SECONDS. Its shutdown output is not
+    relayed (lifecycle.Relay)."""
     if process.poll() is None:
         log("stopping vLLM ...")
-    stop_group(process, signal.SIGINT, STOP_SECONDS)
+    stop_group(process, signal.SIGINT, STOP_SECONDS, leader_only=True)
 
 
 def check_arguments(args) -> None:

@@ -136,6 +136,7 @@ def test_race_and_screenshot(server, browser):
         page.wait_for_timeout(600)  # the plots' relayout
         check_the_layout(page)
         check_the_tiles(page)
+        check_no_slivers(page)
         check_no_text_over_text(page, *PLOTS)
         page.screenshot(path=os.path.join(SHOTS, f"race_{width}.png"), full_page=True)
     page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
@@ -174,6 +175,16 @@ def check_the_tiles(page) -> None:
     for row in tops:
         assert len(row) == 5 and max(row) - min(row) <= 1, tops
     assert abs(tops[0][0] - tops[1][0]) <= 6, tops  # a two-line title would put 20 px between them
+
+
+def check_no_slivers(page) -> None:
+    """Every coloured draft token is wide enough to show its colour (issue 60: a comma's
+    box was a sliver a few pixels wide)."""
+    widths = page.evaluate("""() => [...document.querySelectorAll(
+        '#gm-gumiho span.tok.h-serial, #gm-gumiho span.tok.h-mlp, #gm-gumiho span.tok.h-copy')]
+        .filter(e => e.textContent.trim()).map(e => [e.textContent, e.getBoundingClientRect().width])""")
+    thin = [(text, round(w, 1)) for text, w in widths if w < 7]
+    assert not thin, thin
 
 
 def check_what_was_drafted(page) -> None:

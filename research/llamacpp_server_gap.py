@@ -14,13 +14,13 @@ import argparse
 import statistics
 import time
 
-from gumiho.bench.llamacpp_served import _free_port, complete
+from gumiho.bench.llamacpp_served import complete
 from gumiho.bench.prompts import load_prompts, prompt_ids
 from gumiho.decode import GenerationSettings, generate
 from gumiho.loading import load_target
-from gumiho.serving.lifecycle import wait_until_serving
+from gumiho.serving.lifecycle import free_port, start_process, wait_until_serving
 from gumiho.serving.llamacpp_build import ensure_server
-from gumiho.serving.llamacpp_command import default_target_file, server_command, start_server, stop
+from gumiho.serving.llamacpp_command import default_target_file, server_command, stop
 
 
 def main() -> None:
@@ -44,8 +44,8 @@ def main() -> None:
         return out
 
     cache_class._decode = timed
-    port = _free_port()
-    process = start_server(server_command(ensure_server(), default_target_file(), None, "none", 1, port, threads=2),
+    port = free_port()
+    process = start_process(server_command(ensure_server(), default_target_file(), None, "none", 1, port, threads=2),
                            None)
     url = f"http://127.0.0.1:{port}"
     ours = {"wall": 0.0, "prompt": 0.0, "decode": [], "tokens": 0}

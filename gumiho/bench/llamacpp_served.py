@@ -17,24 +17,20 @@ engine's rows), with the drafted and accepted tokens the server reports in
 from __future__ import annotations
 
 import json
-import random
-import socket
 import time
 import urllib.request
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
+from ..metrics import SPEEDUP_THROUGHPUT, speedup
+from ..serving.lifecycle import free_port, start_process, wait_until_serving
+from .compare_drafters import bootstrap
 
 ENGINE = "llama.cpp server (llama-server)"
 K = 3
 METHODS = (("vanilla", "none"), ("eagle3", "eagle3"), ("n-gram", "ngram"))
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def complete(url: str, ids: list[int], max_new: int) -> dict:
@@ -60,9 +56,8 @@ def server_rows(ids: list[list[int]], max_new: int, threads: int, work: Path, we
     from ..drafter import Drafter
     from ..formats.eagle3_gguf import write_eagle3_gguf
     from ..loading import shipped_drafter_path
-    from ..serving.lifecycle import wait_until_serving
     from ..serving.llamacpp_build import ensure_server
-    from ..serving.llamacpp_command import default_target_file, server_command, start_server, stop
+    from ..serving.llamacpp_command import default_target_file, server_command, stop
 
     binary = ensure_server(log=log)
     target_file = default_target_file()
@@ -71,10 +66,10 @@ def server_rows(ids: list[list[int]], max_new: int, threads: int, work: Path, we
     servers = {}
     try:
         for name, kind in METHODS:
-            port = _free_port()
+            port = free_port()
             command = server_command(binary, target_file, drafter_file if kind == "eagle3" else None, kind, K,
                                      port, threads=threads)
-            servers[name] = (start_server(command, str(work / f"llama-server-{kind}.log")),
+            servers[name] = (start_process(command, str(work / f"llama-server-{kind}.log")),
                              f"http://127.0.0.1:{port}")
         contenders = {}
         for name, (process, url) in servers.items():
@@ -120,19 +115,13 @@ def _timed(generate: Callable, prompt: list[int]) -> dict:
 
 
 def paired_ratio(a: dict, b: dict, draws: int = 2000, seed: int = 0) -> dict:
-    """Tokens/s of row ``a`` over row ``b`` (both timed prompt by prompt in one rotation),
-    with a 95% bootstrap interval over prompts (the same resampled prompts for both)."""
+    """Tokens/s of row ``a`` over row ``b`` (both timed prompt by prompt in one rotation;
+    gumiho.metrics.speedup's throughput ratio, ``b`` in vanilla's place), with a 95%
+    bootstrap interval over prompts (compare_drafters.bootstrap: both rows resampled
+    together)."""
     pa, pb = a["per_prompt"], b["per_prompt"]
     if len(pa) != len(pb) or not pa:
         raise GumihoError("A paired ratio needs the same prompts in both rows.")
-
-    def ratio(idx):
-        ta, sa = sum(pa[i][0] for i in idx), sum(pa[i][1] for i in idx)
-        tb, sb = sum(pb[i][0] for i in idx), sum(pb[i][1] for i in idx)
-        return (ta / sa) / (tb / sb)
-
-    rng = random.Random(seed)
-    n = len(pa)
-    samples = sorted(ratio([rng.randrange(n) for _ in range(n)]) for _ in range(draws))
-    return {"value": round(ratio(range(n)), 3), "low": round(samples[int(0.025 * draws)], 3),
-            "high": round(samples[int(0.975 * draws) - 1], 3), "prompts": n}
+    pairs = [(tb, sb, ta, sa) for (ta, sa), (tb, sb) in zip(pa, pb)]
+    value, low, high = bootstrap(pairs, lambda sample: speedup(sample, SPEEDUP_THROUGHPUT), draws, seed)
+    return {"value": round(value, 3), "low": round(low, 3), "high": round(high, 3), "prompts": len(pairs)}

@@ -17,7 +17,6 @@ that an idle one's OpenMP threads do not spin on the cores the busy one needs.""
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
+from ..serving.lifecycle import free_port
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 3}
 GUMIHO_K = 4  # tokens per draft of the gumiho drafter in vLLM: 2 serial positions, then 2 MLP heads
@@ -54,11 +54,6 @@ def vllm_configs(target, work: Path) -> list[tuple]:
 NAME = "target"
 POSITIONS = 8  # per-position counters read from /metrics (more than any chain here)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _post(url: str, body: dict, timeout: float = 1800) -> dict:
@@ -109,7 +104,7 @@ def start_servers(python: Path, model_dir: Path, configs: list, work: Path, log:
     servers = {}
     try:
         for name, spec in configs:
-            port = _free_port()
+            port = free_port()
             log(f"starting vLLM {name} on port {port} ...")
             process = start_vllm(python, str(model_dir), NAME, spec, port=port, log_path=work / f"{name}.log",
                                  extra_env={"OMP_WAIT_POLICY": "PASSIVE"})

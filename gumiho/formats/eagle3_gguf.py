@@ -44,12 +44,12 @@ llama.cpp cannot run is refused in words before anything is written.
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import numpy as np
 import torch
 
 from ..errors import GumihoError
+from .eagle3 import draft_ids_from_map
 
 ARCH = "eagle3"
 # The draft layer's tensors: engine name -> GGUF name (the module docstring's table).
@@ -122,7 +122,7 @@ def _field_value(fields, key: str):
     return None if field is None else field.contents()
 
 
-def check_target(cfg, draft_vocab: int, fields, target_gguf: str) -> dict:
+def check_target(cfg, fields, target_gguf: str) -> dict:
     """The target file's sizes, checked against the drafter: its tokenizer is copied
     into the drafter's file, and its layer inputs are what the drafter fuses."""
     arch = _field_value(fields, "general.architecture")
@@ -144,8 +144,6 @@ def check_target(cfg, draft_vocab: int, fields, target_gguf: str) -> dict:
     if sizes["layers"] is not None and max(cfg.feature_layers) >= sizes["layers"]:
         raise GumihoError(f"This drafter fuses target layer {max(cfg.feature_layers)}; "
                           f"{os.path.basename(target_gguf)} has {sizes['layers']} layers.")
-    if draft_vocab > sizes["vocab"]:
-        raise GumihoError(f"The draft vocabulary ({draft_vocab}) is larger than the target's ({sizes['vocab']}).")
     return sizes
 
 
@@ -176,8 +174,7 @@ def gguf_tensors(drafter, dtype: str = "fp16") -> dict[str, np.ndarray]:
     return out
 
 
-def write_eagle3_gguf(drafter, out_path: str, target_gguf: str, dtype: str = "fp16",
-                      name: Optional[str] = None) -> dict:
+def write_eagle3_gguf(drafter, out_path: str, target_gguf: str, dtype: str = "fp16") -> dict:
     """Write ``drafter`` (the eagle3 kind) as a GGUF file for llama.cpp's EAGLE-3
     drafting beside ``target_gguf`` (the target's own GGUF, whose tokenizer is copied).
     Returns what was written (sizes, fused layers)."""
@@ -189,16 +186,16 @@ def write_eagle3_gguf(drafter, out_path: str, target_gguf: str, dtype: str = "fp
         raise GumihoError(f"dtype must be one of {', '.join(FILE_TYPES)}, got {dtype!r}.")
     fields = _target_fields(target_gguf)
     tensors = gguf_tensors(drafter, dtype)
-    sizes = check_target(cfg, tensors["d2t"].size, fields, target_gguf)
+    sizes = check_target(cfg, fields, target_gguf)
     ids = tensors["d2t"]
-    if ids.min() < 0 or ids.max() >= sizes["vocab"] or np.unique(ids).size != ids.size:
-        raise GumihoError("The draft vocabulary map sends draft tokens outside the target's vocabulary or two to one "
-                          "target token.")
+    # The map's own checks (inside the vocabulary, no two draft ids on one target id), as
+    # the EAGLE-3 reader checks a checkpoint's offsets.
+    draft_ids_from_map(torch.from_numpy(ids) - torch.arange(ids.size), None, ids.size, sizes["vocab"])
 
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     part = out_path + ".part"
     writer = GGUFWriter(part, ARCH)
-    writer.add_name(name or f"{cfg.target or 'target'} EAGLE-3 drafter")
+    writer.add_name(f"{cfg.target or 'target'} EAGLE-3 drafter")
     writer.add_file_type(FILE_TYPES[dtype])
     writer.add_uint32(f"{ARCH}.block_count", cfg.num_layers)
     writer.add_uint32(f"{ARCH}.context_length", int(sizes["context"]))

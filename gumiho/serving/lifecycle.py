@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -28,18 +29,23 @@ class Relay(threading.Thread):
     its libraries' leak reports, leaked-semaphore warnings) is noise to a user who pressed
     Ctrl-C, so from then on it is dropped (a ``--log`` file keeps everything)."""
 
-    def __init__(self, stream, out=None):
+    def __init__(self, stream):
         super().__init__(daemon=True)
-        self.stream, self.out, self.quiet, self.dropped = stream, out or sys.stdout, False, 0
+        self.stream, self.quiet = stream, False
 
     def run(self) -> None:
         for line in iter(self.stream.readline, ""):
-            if self.quiet:
-                self.dropped += 1
-            else:
-                self.out.write(line)
-                self.out.flush()
+            if not self.quiet:
+                sys.stdout.write(line)
+                sys.stdout.flush()
         self.stream.close()
+
+
+def free_port() -> int:
+    """A port nothing on this machine listens on now, for an engine to listen on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def start_process(command: Sequence[str], log_path=None, env: Optional[dict] = None) -> subprocess.Popen:
@@ -60,7 +66,7 @@ def start_process(command: Sequence[str], log_path=None, env: Optional[dict] = N
     return process
 
 
-def wait_until_serving(process: subprocess.Popen, url: str, timeout: float, every: float = 1.0) -> bool:
+def wait_until_serving(process: subprocess.Popen, url: str, timeout: float) -> bool:
     """True once ``url``/health answers 200; False when the process exited first or
     ``timeout`` seconds passed."""
     deadline = time.monotonic() + timeout
@@ -73,7 +79,7 @@ def wait_until_serving(process: subprocess.Popen, url: str, timeout: float, ever
                     return True
         except (urllib.error.URLError, OSError):
             pass
-        time.sleep(every)
+        time.sleep(1)
     return False
 
 

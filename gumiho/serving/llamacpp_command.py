@@ -190,11 +190,6 @@ def server_command(binary: Path, target_file: str, drafter_file: Optional[str], 
     return command
 
 
-def start_server(command: list[str], log_path=None) -> subprocess.Popen:
-    """llama-server in a session of its own, its output to ``log_path`` (None: this terminal)."""
-    return start_process(command, log_path)
-
-
 def stop(process: subprocess.Popen) -> None:
     stop_group(process, signal.SIGTERM, STOP_SECONDS)
 
@@ -219,7 +214,7 @@ def serve(args, log: Callable[[str], None]) -> int:
     log(f"starting llama-server on {os.path.basename(target_file)} ({what}) ...")
     command = server_command(binary, target_file, drafter_file, kind, k, args.port, args.host, args.threads,
                              args.ctx_size, args.served_model_name)
-    process = start_server(command, args.log)
+    process = start_process(command, args.log)
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '') else args.host}:{args.port}"
     return serve_until_stopped(
         process, url, START_TIMEOUT, "llama-server",

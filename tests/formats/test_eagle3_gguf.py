@@ -140,6 +140,15 @@ def test_what_llama_cpp_cannot_run_is_refused_in_words(tmp_path):
         write_eagle3_gguf(tiny_eagle3(), out, target_gguf(tmp_path / "wide.gguf", hidden=48))
     with pytest.raises(GumihoError, match="fuses target layer 4; shallow.gguf has 3 layers"):
         write_eagle3_gguf(tiny_eagle3(), out, target_gguf(tmp_path / "shallow.gguf", layers=3))
+    doubled = tiny_eagle3()
+    doubled.draft_vocab_ids = doubled.draft_vocab_ids.clone()
+    doubled.draft_vocab_ids[1] = doubled.draft_vocab_ids[0]
+    with pytest.raises(GumihoError, match="two draft tokens to the same target token"):
+        write_eagle3_gguf(doubled, out, target)
+    beyond = tiny_eagle3()
+    beyond.draft_vocab_ids = beyond.draft_vocab_ids + VOCAB
+    with pytest.raises(GumihoError, match="outside the target's vocabulary of 96"):
+        write_eagle3_gguf(beyond, out, target)
     (tmp_path / "junk.gguf").write_bytes(b"not a gguf file at all")
     with pytest.raises(GumihoError, match="cannot be read as GGUF"):
         write_eagle3_gguf(tiny_eagle3(), out, str(tmp_path / "junk.gguf"))

@@ -6,10 +6,11 @@ terminal; what it prints while being stopped does not; the command exits 0 sayin
 "stopped."; an engine that exits at start is reported in one line."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+
+from gumiho.serving.lifecycle import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -46,12 +47,6 @@ def serve(log):
 
 sys.exit(command_main(serve))
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(mode: str) -> subprocess.Popen:

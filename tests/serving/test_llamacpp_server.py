@@ -17,7 +17,6 @@ one runtime only, the acceptance share across the two."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,8 @@ import urllib.request
 
 import pytest
 import torch
+
+from gumiho.serving.lifecycle import free_port, start_process, wait_until_serving
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPTS = [  # written for this test: in none of benchmarks/prompts
@@ -36,12 +37,6 @@ PROMPTS = [  # written for this test: in none of benchmarks/prompts
 MAX_NEW = 64
 K = 3
 BAND = 0.05
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(url: str, body: dict, timeout: float = 300) -> dict:
@@ -89,22 +84,21 @@ def drafter_files(tmp_path_factory):
 def serve_and_ask(binary, kind: str, drafter_file, prompt_ids, log_path) -> dict:
     """One server, the prompts sent as token ids to /completion one at a time: the
     tokens it returns, and its drafted and accepted counts."""
-    from gumiho.serving.lifecycle import wait_until_serving
-    from gumiho.serving.llamacpp_command import default_target_file, server_command, start_server, stop
+    from gumiho.bench.llamacpp_served import complete
+    from gumiho.serving.llamacpp_command import default_target_file, server_command, stop
 
     port = free_port()
     command = server_command(binary, default_target_file(), drafter_file, kind, K, port, threads=2)
-    process = start_server(command, log_path)
+    process = start_process(command, log_path)
     url = f"http://127.0.0.1:{port}"
     try:
         assert wait_until_serving(process, url, 120), open(log_path).read()[-2000:]
         tokens, drafted, accepted = [], 0, 0
         for ids in prompt_ids:
-            out = post(url + "/completion", {"prompt": ids, "n_predict": MAX_NEW, "temperature": 0, "seed": 0,
-                                             "cache_prompt": False, "return_tokens": True})
+            out = complete(url, ids, MAX_NEW)  # greedy, the prompt cache off
             tokens.append(out["tokens"])
-            drafted += out["timings"].get("draft_n", 0)
-            accepted += out["timings"].get("draft_n_accepted", 0)
+            drafted += out["drafted"]
+            accepted += out["accepted"]
         return {"tokens": tokens, "drafted": drafted, "accepted": accepted}
     finally:
         stop(process)

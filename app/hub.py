@@ -55,7 +55,8 @@ def runs_on(target: Target, drafter: Drafter, weights: str, label: str) -> Targe
     if weights != WEIGHTS_AS_STORED:
         return target.torch_view()
     if target.torch_view() is target:  # the load found no other runtime for it
-        why = ("llama-cpp-python is not installed on this server" if not llamacpp_available()
+        why = (target.runtime_note if target.runtime_note else
+               "llama-cpp-python is not installed on this server" if not llamacpp_available()
                else "only the default model runs as stored")
         raise GumihoError(f"The 4-bit weights as stored need the llama.cpp runtime, and {why}; choose float32 "
                           f"weights.")
@@ -228,6 +229,12 @@ class ModelHub:
                 for _ in stream(view, ids, d, GenerationSettings(max_new_tokens=3)):
                     pass
 
+    @property
+    def native_note(self) -> str:
+        """Why the default model is not on its 4-bit runtime here ("" when it is, or
+        when it was never meant to be): that runtime died in its trial on this machine."""
+        return self.default.runtime_note if self.default is not None else ""
+
     def wait_ready(self, timeout: Optional[float] = None) -> bool:
         return self._ready.wait(timeout)
 
@@ -246,6 +253,9 @@ class ModelHub:
                              f"model in the advanced box.")
         dev = self.default.device.type if self.default is not None else "cpu"
         text = f"Ready: {name} on {dev} (loaded in {self.load_s:.0f} s)."
+        if self.native_note:
+            return "warn", (text + f" The 4-bit runtime is off on this server: {self.native_note}, so the races "
+                            f"run on float32 weights (the torch runtime).")
         if "gumiho" not in self.shipped_kinds():
             return "warn", text + " " + RANDOM_NOTICE.format(kind="Gumiho")
         return "ready", text

@@ -65,7 +65,7 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
         # tab is shown lets every plot on it take its box's width again (in the browser alone).
         tabs.select(None, js=RESIZE_PLOTS, queue=False, show_progress="hidden", api_visibility="private")
         wire_status(demo, hub, status, [race.run_btn, race.paper_btn],
-                    [walk.walk_btn, compare.run_btn, compare.paper_btn], race.drafter)
+                    [walk.walk_btn, compare.run_btn, compare.paper_btn], race.drafter, race.target_weights)
         demo.api_defaults = add_api(hub)  # read by app.guard (app/server.py)
 
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=None)

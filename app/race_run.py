@@ -290,7 +290,8 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
     return RaceResult(prompt_tokens=len(ids), vanilla=vanilla, gumiho=gumiho, model=target.name,
                       drafter_note=res.note, temperature=req.settings.temperature,
                       notes=[res.drafter_label], scheme=scheme, runtime=target.runtime.name,
-                      weights=target.runtime.weights, flat_verify=target.runtime.flat_verify, fastest=fastest)
+                      weights=target.runtime.weights, flat_verify=target.runtime.flat_verify, fastest=fastest,
+                      runtime_note=target.runtime_note)
 
 
 def fastest_run(target: Target, ids: list[int], settings: GenerationSettings, stop: threading.Event,

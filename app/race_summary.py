@@ -37,7 +37,7 @@ def summary(result: RaceResult, prompt: str) -> dict:
             "speedup": round(sp[0], 4) if sp else None, "speedup_kind": sp[1] if sp else None,
             "texts_note": SAMPLED_TEXTS if result.temperature > 0 else "",
             "timing": TIMING.get(result.scheme, result.scheme), "runtime": result.runtime, "weights": result.weights,
-            "fastest": fastest_summary(result)}
+            "runtime_note": result.runtime_note, "fastest": fastest_summary(result)}
 
 
 def fastest_summary(result: RaceResult) -> Optional[dict]:

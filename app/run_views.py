@@ -312,6 +312,8 @@ class RaceResult:
     weights: str = "float32"  # the weights that runtime multiplies, in words
     flat_verify: bool = True  # whether a verify over a few tokens cost about one forward there
     fastest: Optional["FastestRun"] = None  # vanilla on the model as loaded, when the race ran another view
+    # Why the target is not on its 4-bit runtime here (Target.runtime_note; "" when it is or never was meant to be)
+    runtime_note: str = ""
 
     @property
     def duration(self) -> float:

@@ -45,6 +45,9 @@ class Target:
     # Set by load_target when the runtime is not the model's own (llama.cpp): the same
     # model as a target on the torch runtime (see torch_view).
     _torch_view: Optional["Target"] = field(default=None, repr=False, compare=False)
+    # Why the target is not on the runtime its load would have chosen ("" when it is): the
+    # 4-bit runtime died in its trial on this machine, so 'auto' took the torch runtime.
+    runtime_note: str = field(default="", repr=False, compare=False)
 
     def __post_init__(self):
         # (A target without a model runs nothing: a description of one, for settings.)

@@ -138,9 +138,9 @@ def _settings(hub: ModelHub) -> dict:
                                         "the prompt or the answer, it proposes what followed them "
                                         "there, verified with the drafter's guesses",
                                    elem_id="gm-copy", min_width=240)
-        choices = weights_choices()
+        choices = weights_choices(hub.native_note)
         weights = gr.Radio(choices, value=choices[0][1], label="Target weights",
-                           info=weights_info(), elem_id="gm-weights")
+                           info=weights_info(hub.native_note), elem_id="gm-weights")
         gr.Markdown("On a CPU extra tree nodes cost verify time, by an amount that depends on the CPU; "
                     "sized by cost, each step keeps a drafted token only when its chance of being "
                     "accepted pays for that time, as timed on this machine (once, a few seconds). On a "

@@ -28,22 +28,32 @@ WEIGHTS_INFO = ("The default model only (other models run in PyTorch). float32 (
                 "drafter's first guess alone). Drafters that read inner layers (EAGLE-3) run in float32 only.")
 
 
-def weights_choices() -> list[tuple[str, str]]:
+AS_STORED_LABEL = "4-bit, as the file stores them (llama.cpp)"
+UNAVAILABLE = " (unavailable here)"
+
+
+def weights_choices(native_note: str = "") -> list[tuple[str, str]]:
     """The weights this server can race the default model on, the race's default
     first: float32, where the hybrid drafter pays; "as stored" where the hub's default
-    load (load_target's runtime rule, GUMIHO_RUNTIME included) runs the file in llama.cpp."""
+    load (load_target's runtime rule, GUMIHO_RUNTIME included) runs the file in llama.cpp,
+    marked unavailable when that runtime died in its trial here (``native_note``: the
+    loaded target's runtime_note)."""
     choices = [("float32, dequantised (PyTorch)", WEIGHTS_FLOAT32)]
     try:
         runtime = resolve_runtime(pick_runtime(runtime_asked()), True, torch.device(gpu.model_device()))
     except GumihoError:  # an unknown GUMIHO_RUNTIME: the hub's load reports it in the banner
         runtime = "torch"
     if runtime == "llama.cpp":
-        choices.append(("4-bit, as the file stores them (llama.cpp)", WEIGHTS_AS_STORED))
+        choices.append((AS_STORED_LABEL + (UNAVAILABLE if native_note else ""), WEIGHTS_AS_STORED))
     return choices
 
 
-def weights_info() -> str:
-    """WEIGHTS_INFO, and why the 4-bit choice is missing when this server cannot offer it."""
+def weights_info(native_note: str = "") -> str:
+    """WEIGHTS_INFO, and why the 4-bit choice is missing or unavailable when this server
+    cannot offer it."""
+    if native_note:
+        return (WEIGHTS_INFO + f" The 4-bit runtime is unavailable on this server: {native_note}. The races run "
+                f"on float32.")
     if gpu.model_device() != "cpu":
         return WEIGHTS_INFO + " On a GPU the default model runs in PyTorch only."
     if not llamacpp_available():

@@ -126,6 +126,13 @@ def _llamacpp_layout_rows(layout, prompts, ids, max_new, threads, log):
     runs = [(target.runtime.path, target.runtime.weights, "defaults", {}),
             (target.runtime.path, target.runtime.weights, "the runtime's cache",
              {"flash_attn": True, "type_k": KV_TYPE, "type_v": KV_TYPE})]
+    if not target.runtime.extra_buffers:
+        # llama-cpp-python's Llama loads with llama.cpp's weight repack and takes no setting
+        # for it; where the runtime's trial or this CPU's rule turned the repack off
+        # (gumiho.runtimes.llamacpp_trust), that load may die by a signal: not run.
+        log("llama.cpp (llama-cpp-python) rows skipped: its Llama repacks weights at load, which this CPU's "
+            "rule or trial turned off.")
+        runs = []
     for path, weights, label, extra in runs:
         log(f"llama.cpp (llama-cpp-python, {weights}, {label}) ...")
         llm = Llama(model_path=path, n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False, **extra)

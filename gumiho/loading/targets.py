@@ -3,6 +3,7 @@ it), a hub id or a local folder, on a device and in a dtype, wrapped as a Target
 ready for decoding."""
 from __future__ import annotations
 
+import logging
 import os
 from typing import Optional
 
@@ -11,7 +12,7 @@ import torch
 from ..checkpoint import first_line
 from ..errors import GumihoError
 from ..runtimes.layouts import layout_file, pick_layout
-from ..runtimes.llamacpp import LlamaCppRuntime
+from ..runtimes.llamacpp import LlamaCppRuntime, NativeRuntimeUnusable, check_runtime
 from ..runtimes.pytorch import TorchRuntime
 from ..target import Target
 from .assets import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, default_target_files
@@ -19,6 +20,8 @@ from .device import pick_device, pick_dtype
 from .runtime import pick_runtime, resolve_runtime
 from .sources import is_model_folder, looks_like_path, no_model_folder
 from .weights import model_config, verify_target_weights
+
+log = logging.getLogger("gumiho")
 
 
 def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None,
@@ -30,6 +33,10 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     llama-cpp-python is installed, else torch; see :func:`resolve_runtime`), 'torch'
     (float32 dequantised weights, any model, any device) or 'llama.cpp' (the embedded
     GGUF's packed blocks in llama.cpp, CPU only; see gumiho.runtimes.llamacpp); None: 'auto'.
+    llama.cpp is tried in a child process first (once per machine, build and file:
+    gumiho.runtimes.llamacpp_trust). Where it dies there, 'auto' loads on the torch
+    runtime with one logged line (``target.runtime_note`` says why), and 'llama.cpp'
+    asked by name raises GumihoError; the process lives either way.
 
     ``layout`` (llama.cpp runtime only): 'q4_1' (the default: the shipped file as it is) or
     'q4_0' (its weights rewritten once as Q4_0, whose products llama.cpp batches: faster,
@@ -57,13 +64,18 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     if runtime == "llama.cpp" and (not embedded or dev.type != "cpu"):
         raise GumihoError("The llama.cpp runtime runs the embedded GGUF model on a CPU; other models and "
                           "devices use runtime='torch'.")
+    note, native_file = "", None
+    if runtime == "llama.cpp":
+        folder, gguf = default_target_files()
+        native_file = layout_file(os.path.join(folder, gguf), chosen_layout)
+        note = _native_trial(native_file, by_name=asked == "llama.cpp" or layout is not None)
+        runtime = "torch" if note else runtime
     try:
         if embedded:
             folder, gguf = default_target_files()
             tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
             model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=dt)
             label = DEFAULT_TARGET_LABEL
-            gguf_path = os.path.join(folder, gguf)
         else:
             as_path = looks_like_path(name)
             # transformers reads an existing local path before the hub: it must then be a model folder.
@@ -98,10 +110,25 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
     model.to(dev).eval()
     target = prepare_target(model, tok, label, dev, dt, packed)
     if runtime == "llama.cpp":
-        lc = LlamaCppRuntime(layout_file(gguf_path, chosen_layout), target.context_length,
-                             weights=chosen_layout.label)
+        lc = LlamaCppRuntime(native_file, target.context_length, weights=chosen_layout.label)
         target = Target(model, tok, label, dev, dt, runtime=lc, _torch_view=target)
+    target.runtime_note = note
     return target
+
+
+def _native_trial(gguf_file: str, by_name: bool) -> str:
+    """Before any weights load: "" when llama.cpp passed its trial on ``gguf_file`` here
+    (gumiho.runtimes.llamacpp_trust; cached after the first time), else why not, with
+    one logged line, for a load that chose it by default. Asked for by name, it raises
+    NativeRuntimeUnusable in words instead: never swapped behind the caller's back."""
+    try:
+        check_runtime(gguf_file)
+        return ""
+    except NativeRuntimeUnusable as e:
+        if by_name:
+            raise
+        log.warning("gumiho: %s; running on the torch runtime (float32) instead.", e.verdict.reason())
+        return e.verdict.reason()
 
 
 def prepare_target(model, tokenizer, name: str, device=None, dtype=None, packed: bool = True) -> Target:

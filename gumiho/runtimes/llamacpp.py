@@ -48,6 +48,7 @@ import torch
 
 from ..errors import GumihoError
 from .base import Forward, Runtime, tree_depths
+from .llamacpp_trust import INSTALL, NativeRuntimeUnusable, available, trust, unusable_message
 
 BATCH = 512  # tokens per llama_decode call of the prompt's prefill
 # Tokens per llama_decode call after the prompt. llama.cpp's CPU kernels give a row the
@@ -73,21 +74,12 @@ KV_TYPE = 30
 FLASH_ATTENTION = 1  # LLAMA_FLASH_ATTN_TYPE_ENABLED: masked (buried) cells are skipped, not summed as zeros
 
 
-def available() -> bool:
-    """Whether llama-cpp-python is installed (it is an optional extra)."""
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _library():
+    """llama-cpp-python, imported: call only after :func:`trust` found it usable here."""
     try:
         import llama_cpp
     except ImportError:
-        raise GumihoError("The llama.cpp runtime needs llama-cpp-python: pip install llama-cpp-python==0.3.36 "
-                          "(it builds llama.cpp, about ten minutes on two cores), or use runtime='torch'.") from None
+        raise GumihoError(f"The llama.cpp runtime needs llama-cpp-python: {INSTALL}") from None
     return llama_cpp
 
 
@@ -104,6 +96,18 @@ def _silence(llama_cpp) -> None:
                 sys.stderr.write(text.decode("utf-8", "replace"))
         _QUIET = quiet
     llama_cpp.llama_log_set(_QUIET, None)
+
+
+def check_runtime(gguf_path: str, threads: Optional[int] = None, extra_buffers: Optional[bool] = None):
+    """The verdict of this runtime's trial on ``gguf_path`` here (gumiho.runtimes.llamacpp_trust.trust,
+    with this runtime's cache type and attention, so the trial runs its kernels): cached
+    after the first time; NativeRuntimeUnusable, in words, when it died or failed."""
+    if not available():
+        raise GumihoError(f"The llama.cpp runtime needs llama-cpp-python: {INSTALL}")
+    verdict = trust(gguf_path, int(threads or torch.get_num_threads()), extra_buffers, (KV_TYPE, FLASH_ATTENTION))
+    if not verdict.usable:
+        raise NativeRuntimeUnusable(unusable_message(verdict), verdict)
+    return verdict
 
 
 NO_INNER_STATES = ("This drafter reads the target's inner layers, which the llama.cpp runtime does not hand out "
@@ -123,7 +127,14 @@ class LlamaCppRuntime(Runtime):
     quantized = True
 
     def __init__(self, gguf_path: str, context_length: int, threads: Optional[int] = None,
-                 weights: str = "4-bit, as stored"):
+                 weights: str = "4-bit, as stored", extra_buffers: Optional[bool] = None):
+        """``extra_buffers``: let llama.cpp repack the weights at load (None: the rule of
+        :func:`extra_buffers_default`). The runtime is tried in a child process first
+        (:func:`trust`); one that dies there raises NativeRuntimeUnusable, and this
+        process never loads it."""
+        self.threads = int(threads or torch.get_num_threads())
+        self.verdict = check_runtime(gguf_path, self.threads, extra_buffers)
+        self.extra_buffers = bool(self.verdict.setting.get("extra_buffers"))
         lib = _library()
         self.lib = lib
         _silence(lib)
@@ -131,6 +142,7 @@ class LlamaCppRuntime(Runtime):
         self.weights = weights
         lib.llama_backend_init()
         params = lib.llama_model_default_params()
+        params.use_extra_bufts = self.extra_buffers
         self.model = lib.llama_model_load_from_file(os.fsencode(gguf_path), params)
         if not self.model:
             raise GumihoError("llama.cpp could not load the model file.")
@@ -139,7 +151,6 @@ class LlamaCppRuntime(Runtime):
         self.context_length = int(context_length)
         # Room for the window and for buried cells; a cache that fills is rebuilt (see LlamaCppCache).
         self.cells = self.context_length + 2048
-        self.threads = int(threads or torch.get_num_threads())
         self._free: list = []
         self._lock = threading.Lock()
 

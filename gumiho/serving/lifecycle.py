@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..errors import GumihoError
+from ..runtimes.native_probe import signal_name, signal_words
 
 
 class Relay(threading.Thread):
@@ -111,6 +112,13 @@ def stop_group(process: subprocess.Popen, first: int = signal.SIGTERM, seconds: 
         relay.join(timeout=5)
 
 
+def died_words(returncode: Optional[int]) -> str:
+    """'died with SIGILL (illegal instruction)' for a process killed by a signal, else
+    'exited with code N'."""
+    name = signal_name(returncode)
+    return f"died with {name} ({signal_words(name)})" if name else f"exited with code {returncode}"
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -131,11 +139,11 @@ def serve_until_stopped(process: subprocess.Popen, url: str, start_timeout: floa
             where = f" (its output is in {log_file})" if log_file else " (its output is above)"
             why = cause(Path(log_file).read_text(errors="replace")) if log_file and Path(log_file).exists() else ""
             raise GumihoError(f"{engine} did not start{where}: " +
-                              (f"it exited with code {code}" if code is not None else
+                              (f"it {died_words(code)}" if code is not None else
                                f"it did not answer within {start_timeout:g} s") + (f": {why}" if why else "."))
         log(ready)
         process.wait()
-        log(f"{engine} exited with code {process.returncode}.")
+        log(f"{engine} {died_words(process.returncode)}.")
         return 0 if process.returncode == 0 else 1
     except KeyboardInterrupt:
         stop()

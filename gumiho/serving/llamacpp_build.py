@@ -35,6 +35,7 @@ from typing import Callable, Optional
 
 from ..errors import GumihoError
 from ..files import cache_root, file_sha256
+from ..runtimes.native_probe import cpu_signature
 from .lifecycle import build_lock
 
 SOURCE_PACKAGE = "llama-cpp-python"
@@ -153,6 +154,29 @@ def unpack_llama_cpp(archive: Path, dest: Path) -> None:
         tar.extractall(dest, members=members, filter="data")
 
 
+# The instruction-set flags that decide which of ggml's CPU kernels a native build compiles in.
+ISA_FLAGS = ("avx", "avx2", "f16c", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+             "avx512_fp16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16", "asimd", "sve")
+
+
+def built_for(folder: Path) -> dict:
+    """What a build was compiled for: ggml's native detection (GGML_NATIVE, on by default:
+    every instruction set the building CPU advertises) and that CPU, by model and flags.
+    A build copied to a CPU without them dies by SIGILL; its trial names that
+    (gumiho.serving.llamacpp_trial)."""
+    options = {}
+    try:
+        for line in (folder / "build" / "CMakeCache.txt").read_text(errors="replace").splitlines():
+            name = line.split(":", 1)[0]
+            if name in ("GGML_NATIVE", "GGML_CPU_ALL_VARIANTS", "GGML_AVX512", "GGML_AMX_INT8"):
+                options[name] = line.rsplit("=", 1)[-1]
+    except OSError:
+        pass
+    cpu = cpu_signature()
+    return {"cmake": options, "cpu": cpu["model"], "machine": cpu["machine"],
+            "isa_flags": [f for f in cpu["flags"] if f in ISA_FLAGS]}
+
+
 def _build(folder: Path, log: Callable[[str], None]) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -179,6 +203,7 @@ def _build(folder: Path, log: Callable[[str], None]) -> None:
     seconds = round(time.perf_counter() - started, 1)
     described = (version.stdout + version.stderr).strip().splitlines()
     record = {"source": f"{SOURCE_PACKAGE}=={SOURCE_VERSION}", "source_sha256": SOURCE_SHA256,
-              "cmake_flags": list(CMAKE_FLAGS), "build_seconds": seconds, "version": described[:2]}
+              "cmake_flags": list(CMAKE_FLAGS), "build_seconds": seconds, "version": described[:2],
+              "built_for": built_for(folder)}
     (folder / READY_FILE).write_text(json.dumps(record, indent=1))
     log(f"llama-server ready in {seconds} s.")

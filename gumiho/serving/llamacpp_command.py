@@ -40,6 +40,7 @@ from typing import Callable, Optional
 
 from ..errors import GumihoError
 from ..files import cache_root
+from ..runtimes.llamacpp_trust import extra_buffers_default
 from .cache_keys import code_key, fingerprint
 from .lifecycle import command_main, serve_until_stopped, start_process, stop_group
 
@@ -174,11 +175,15 @@ def prepare_drafter(drafter: str, target_file: str, log: Callable[[str], None]) 
 
 def server_command(binary: Path, target_file: str, drafter_file: Optional[str], kind: str, k: int, port: int,
                    host: str = "127.0.0.1", threads: Optional[int] = None, ctx_size: int = 4096,
-                   name: Optional[str] = None) -> list[str]:
+                   name: Optional[str] = None, repack: Optional[bool] = None) -> list[str]:
     """llama-server's command line. Drafting of a fixed chain of ``k``: no minimum
-    length (``--spec-draft-n-min 0``) and no probability cut-off (``--spec-draft-p-min 0``)."""
+    length (``--spec-draft-n-min 0``) and no probability cut-off (``--spec-draft-p-min 0``).
+    ``repack``: llama.cpp's weight repack at load, by the bindings' rule when None
+    (gumiho.runtimes.llamacpp_trust.extra_buffers_default: off where AMX is advertised)."""
     command = [str(binary), "-m", target_file, "--host", host, "--port", str(port),
                "-t", str(threads or os.cpu_count() or 1), "-c", str(ctx_size), "--no-webui", "--parallel", "1"]
+    if not (extra_buffers_default() if repack is None else repack):
+        command.append("--no-repack")
     if name:
         command += ["--alias", name]
     if kind == "eagle3":
@@ -202,18 +207,21 @@ def failure_cause(log_text: str) -> str:
 
 
 def serve(args, log: Callable[[str], None]) -> int:
-    from .llamacpp_build import ensure_server
+    from .llamacpp_build import build_dir, ensure_server
+    from .llamacpp_trial import check_server
 
     kind = check_arguments(args)
     target_file = check_target_file(args.target)
     k = DEFAULT_K if args.num_speculative_tokens is None else args.num_speculative_tokens
     binary = ensure_server(log=log)
+    threads = args.threads or os.cpu_count() or 1
+    repack = check_server(binary, target_file, threads, build_dir(), log)  # tried in a child first
     drafter_file = prepare_drafter(args.drafter, target_file, log) if kind == "eagle3" else None
     what = {"none": "no drafting", "ngram": f"n-gram drafting, {k} tokens per draft",
             "eagle3": f"EAGLE-3 drafting with {args.drafter}, {k} tokens per draft"}[kind]
     log(f"starting llama-server on {os.path.basename(target_file)} ({what}) ...")
-    command = server_command(binary, target_file, drafter_file, kind, k, args.port, args.host, args.threads,
-                             args.ctx_size, args.served_model_name)
+    command = server_command(binary, target_file, drafter_file, kind, k, args.port, args.host, threads,
+                             args.ctx_size, args.served_model_name, repack)
     process = start_process(command, args.log)
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '') else args.host}:{args.port}"
     return serve_until_stopped(

@@ -48,15 +48,27 @@ def running_app(timeout: float = 120.0) -> AppServer:
     global _server
     if _server is not None and _server.proc.poll() is None:
         return _server
+    # The server's operator's choice, as GUMIHO_RUNTIME=torch python app.py: the default
+    # model on the torch runtime only (the race runs float32 by default either way; this
+    # spares the server a second runtime's load and warm-up beside the browser).
+    _server = start_app({"GUMIHO_RUNTIME": os.environ.get("GUMIHO_RUNTIME", "torch")}, timeout)
+    atexit.register(_stop, _server.proc)
+    return _server
+
+
+def start_app(extra_env: dict, timeout: float = 120.0) -> AppServer:
+    """``python app.py`` on a free port with ``extra_env`` (a value None: unset), up to
+    its first page; the caller stops it (stop_app)."""
     port = _free_port()
     env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
                GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
     # One torch thread leaves the other core to the browser and the test clients.
     env.setdefault("OMP_NUM_THREADS", "1")
-    # The server's operator's choice, as GUMIHO_RUNTIME=torch python app.py: the default
-    # model on the torch runtime only (the race runs float32 by default either way; this
-    # spares the server a second runtime's load and warm-up beside the browser).
-    env.setdefault("GUMIHO_RUNTIME", "torch")
+    for key, value in extra_env.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
     log = tempfile.NamedTemporaryFile("w", prefix="gumiho-app-", suffix=".log", delete=False)
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -78,9 +90,11 @@ def running_app(timeout: float = 120.0) -> AppServer:
     if first is None:
         _stop(proc)
         raise RuntimeError(f"no page within {timeout:.0f} s:\n{open(log.name).read()[-3000:]}")
-    _server = AppServer(url, proc, first, config, log.name)
-    atexit.register(_stop, proc)
-    return _server
+    return AppServer(url, proc, first, config, log.name)
+
+
+def stop_app(server: AppServer) -> None:
+    _stop(server.proc)
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -1,0 +1,121 @@
+"""Whether the llama.cpp runtime can be trusted on this machine, found before this
+process loads it: llama-cpp-python found without importing it, then the runtime's
+forward tried in a child process (gumiho.runtimes.native_probe; the trial is
+llamacpp_trial.py), with the weight-repack setting this CPU gets by rule.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+from ..errors import GumihoError
+from .native_probe import Outcome, Verdict, advertises, files_key, first_usable
+
+log = logging.getLogger("gumiho")
+
+
+def available() -> bool:
+    """Whether llama-cpp-python is installed (it is an optional extra). Found, not
+    imported: importing it loads native code, which may die on this CPU (see trust)."""
+    try:
+        return importlib.util.find_spec("llama_cpp") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+INSTALL = ("pip install llama-cpp-python==0.3.36 (it builds llama.cpp, about ten minutes on two cores), "
+           "or use runtime='torch'.")
+
+
+# Extra buffer types are llama.cpp's weight repacks at load: CPU_REPACK (Q4_0 interleaved for
+# AVX2/AVX-512 and NEON kernels) and, where cpuid advertises AMX, the AMX buffer (Q4_0, Q4_1, Q8_0,
+# K-quants...). On virtual machines that advertise AMX without letting a guest use it, the AMX
+# path dies with SIGILL at the first decode (llama.cpp issues 28756, 28328). Rule, from the
+# measurement in docs/llamacpp.md: on where no AMX is advertised (CPU_REPACK is what makes the
+# Q4_0 layout fast), off where it is (losing the repack costs the Q4_0 layout its speed, never
+# the process).
+AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
+
+
+def extra_buffers_default() -> bool:
+    """Whether llama.cpp may repack weights into extra buffer types on this CPU (the rule above)."""
+    return not advertises(*AMX_FLAGS)
+
+
+class NativeRuntimeUnusable(GumihoError):
+    """A native runtime that died (or failed) in its trial on this machine; ``verdict`` says how."""
+
+    def __init__(self, message: str, verdict: Verdict):
+        super().__init__(message)
+        self.verdict = verdict
+
+
+def bindings_key() -> dict:
+    """The build of llama-cpp-python installed here: its version and its native libraries
+    (names, sizes, times), so a rebuilt or reinstalled wheel is tried again."""
+    spec = importlib.util.find_spec("llama_cpp")
+    folder = os.path.dirname(spec.origin) if spec and spec.origin else ""
+    libraries = sorted(os.path.join(root, f) for root, _, files in os.walk(folder) for f in files
+                       if f.endswith((".so", ".dylib", ".dll")) or ".so." in f or f == "__init__.py")
+    try:
+        version = importlib.metadata.version("llama_cpp_python")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"bindings": version, "libraries": files_key(libraries)}
+
+
+TRIAL_SECONDS = 120  # a trial that has not finished by then is reported, not trusted
+
+
+def _trial(gguf_path: str, threads: int, extra_buffers: bool, context: tuple[int, int]):
+    """A one-token decode of ``gguf_path`` in a child process (gumiho/runtimes/llamacpp_trial.py)."""
+    code = (Path(__file__).parent / "llamacpp_trial.py").read_text()
+
+    def run() -> Outcome:
+        command = [sys.executable, "-c", code, gguf_path, "1" if extra_buffers else "0", str(threads),
+                   *map(str, context)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, errors="replace",
+                                  stdin=subprocess.DEVNULL, timeout=TRIAL_SECONDS)
+        except subprocess.TimeoutExpired:
+            return Outcome(None)
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        info = {}
+        if done.returncode == 0 and done.stdout.strip():
+            try:
+                info = json.loads(done.stdout.strip().splitlines()[-1])
+            except ValueError:
+                pass
+        return Outcome(done.returncode, (lines or [""])[-1][:300], info)
+    return run
+
+
+def trust(gguf_path: str, threads: int, extra_buffers: Optional[bool], context: tuple[int, int]) -> Verdict:
+    """The verdict on running ``gguf_path`` in llama.cpp here (``context``: the runtime's
+    KV cache type and flash-attention setting, so the trial runs its kernels), and with which setting
+    (``verdict.setting["extra_buffers"]``): the rule's setting first (or the one asked),
+    then, if that died by a signal with extra buffer types on, without them. Costs one
+    child process per machine, build, file and setting; nothing after (cached)."""
+    first = extra_buffers_default() if extra_buffers is None else bool(extra_buffers)
+    settings = [{"extra_buffers": first}] + ([{"extra_buffers": False}] if first else [])
+    key = {**bindings_key(), "file": files_key([gguf_path])}  # not the threads: a CPU's instructions, not their number
+    verdict, seen = first_usable("llama.cpp", key, lambda s: _trial(gguf_path, threads, s["extra_buffers"], context),
+                                 settings)
+    if verdict.usable and len(seen) > 1:
+        log.warning("gumiho: %s, with its weight repack on; loading it without (use_extra_bufts=False).",
+                    seen[0].reason())
+    return verdict
+
+
+def unusable_message(verdict: Verdict) -> str:
+    """What a caller who asked for this runtime by name is told, with what to try."""
+    return (f"{verdict.reason()}, so this process did not load it. Use runtime='torch' (float32, unaffected); or "
+            f"rebuild llama-cpp-python for this CPU without its native detection: CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" "
+            f"pip install --force-reinstall --no-cache-dir llama-cpp-python==0.3.36 (docs/llamacpp.md).")

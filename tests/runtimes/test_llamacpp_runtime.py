@@ -55,6 +55,16 @@ def lc_target(request):
     return users_threads(load_target(runtime="llama.cpp", layout=request.param))
 
 
+def test_the_runtime_loads_with_this_cpus_repack_rule(lc_target):
+    """Every losslessness claim below runs on the load a user gets: llama.cpp's weight
+    repack as this CPU's rule says (off where AMX is advertised), after a trial that passed."""
+    from gumiho.runtimes.llamacpp_trust import extra_buffers_default
+
+    rt = lc_target.runtime
+    assert rt.verdict.usable and rt.extra_buffers == extra_buffers_default()
+    assert "CPU :" in rt.verdict.info["system_info"]  # what the build was compiled for, kept with the verdict
+
+
 def test_a_tree_verify_gives_each_row_the_one_token_forwards_bits(lc_target):
     ids = lc_target.encode(PROMPTS[0])
     ref = generate(lc_target, prompt_ids=ids, settings=GenerationSettings(max_new_tokens=6)).tokens

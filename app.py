@@ -4,7 +4,7 @@
     GRADIO_SERVER_NAME=0.0.0.0 GRADIO_SERVER_PORT=8080 python app.py
 
 It installs and downloads nothing: on a Space, everything the app runs came with the
-upload (`python -m app.deploy`): the library, the drafters and the default model's
+upload (`python -m space_deploy`): the library, the drafters and the default model's
 file (assets/models), with the packages of the upload's requirements.txt, all of them
 wheels. A Space whose network is cut still starts and serves (docs/space.md).
 """

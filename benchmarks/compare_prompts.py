@@ -1,5 +1,5 @@
 """The Compare tab's figures for a few prompts, printed: what the tab shows (its table and its
-sentences), through the same code (app.compare_run, app.compare_summary).
+sentences), through the same code (app.compare.run, app.compare.summary).
 
     python benchmarks/compare_prompts.py                      # three everyday prompts, the race's tree
     python benchmarks/compare_prompts.py --paper "Why is the sky blue?"
@@ -28,9 +28,9 @@ def main(argv=None) -> int:
     ap.add_argument("--copy", action="store_true", help="also copying alone and Gumiho with copying")
     args = ap.parse_args(argv)
 
-    from app.compare_run import CompareForm, compute_compare, parse_compare
-    from app.compare_summary import compare_summary
-    from app.hub import ModelHub
+    from app.compare.run import CompareForm, compute_compare, parse_compare
+    from app.compare.summary import compare_summary
+    from app.models.hub import ModelHub
 
     hub = ModelHub(warmup=False).start()  # the default model as the app loads it
     hub.wait_ready()

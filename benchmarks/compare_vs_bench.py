@@ -1,5 +1,5 @@
 """The Compare tab against the benchmark: on the same prompts, with the same tree and
-runtime, every drafter's tau from the app's comparison (app.compare_run, the tab's
+runtime, every drafter's tau from the app's comparison (app.compare.run, the tab's
 and /compare's code path) must equal the one ``python -m gumiho.bench`` measures.
 tau counts target forwards, which greedy decoding fixes: the two must agree exactly.
 
@@ -39,8 +39,8 @@ def bench_taus(prompts: str, limit: int, max_new_tokens: int) -> dict:
 
 def compare_taus(prompts: str, limit: int, max_new_tokens: int) -> dict:
     """Each drafter's tau over the same prompts, from the app's comparison."""
-    from app.compare_run import CompareForm, compute_compare, parse_compare
-    from app.hub import ModelHub
+    from app.compare.run import CompareForm, compute_compare, parse_compare
+    from app.models.hub import ModelHub
     from gumiho.bench.prompts import load_prompts
     from gumiho.loading import load_target
 

@@ -3,12 +3,12 @@ that keeps the output exactly the target's, and the statistics to show it."""
 from .decode import GenerationResult, GenerationSettings, generate, stream
 from .drafter import Drafter, DrafterConfig
 from .errors import GumihoError
-from .heads import HeadFamily
 from .events import EmittedToken, RejectedToken, StepEvent
-from .metrics import GenerationStats, summarize
+from .heads import HeadFamily
 from .loading import DEFAULT_TARGET, load_drafter, load_target, prepare_target, shipped_drafter_path
-from .target import Target
+from .metrics import GenerationStats, summarize
 from .proposers import Budget, CopyDrafter, CopySettings, Head, Proposer, Verified, as_proposer, with_copy
+from .target import Target
 from .tree import DraftTree, TreeSettings
 
 __all__ = [

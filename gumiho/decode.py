@@ -30,14 +30,14 @@ import torch
 
 from .errors import GumihoError
 from .events import EmittedToken, RejectedToken, StepEvent
+from .heads import HeadFamily
 from .metrics import GenerationStats, summarize
-from .target import Target
 from .proposers import Budget, Proposer, ProposerSession, Verified, as_proposer
 from .runtimes.base import Forward
+from .target import Target
 from .tree import DraftTree, TreeSettings
-from .verifycost import VerifyCost, tokens_needed, verify_cost_for
 from .verify import Acceptance, accept_greedy, accept_sampling, process_logits, sample_token
-from .heads import HeadFamily
+from .verifycost import VerifyCost, tokens_needed, verify_cost_for
 
 MAX_NEW_TOKENS_LIMIT = 1_000_000
 MAX_SEED = 2**64 - 1  # what torch.Generator.manual_seed takes

@@ -17,10 +17,9 @@ node's own path, all paths at once.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional
-
-import math
 
 import torch
 

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 CONTEXT_TOKENS = 128  # context the cost is measured after: about a short prompt
 ROUNDS = 4  # interleaved rounds over all sizes, after one discarded warm-up round
 

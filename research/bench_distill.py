@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from gumiho.loading import load_target
-    from gumiho.train.sources.distill import distill_conversations
     from gumiho.prompts_file import PromptFileError, read_prompts
+    from gumiho.train.sources.distill import distill_conversations
 
     torch.set_num_threads(args.threads)
     try:

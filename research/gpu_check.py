@@ -1,5 +1,5 @@
 """The app's GPU path, measured before a Space pays for it: on a machine with a CUDA
-GPU, the app's own race and walkthrough (app.race_run.compute_race, app.walk_steps.
+GPU, the app's own race and walkthrough (app.race.run.compute_race, app.walkthrough.steps.
 compute_walk, through a ModelHub as the server builds it) with the paper's tree, on
 the default model and its shipped Gumiho drafter.
 
@@ -60,11 +60,11 @@ def main(argv=None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: torch sees no CUDA GPU here; run on a machine with one, or --device cpu", file=sys.stderr)
         return 2
-    from app import gpu
-    from app.hub import ModelHub
-    from app.inputs import PAPER_SHAPE, RaceForm, parse_request
-    from app.race_run import compute_race
-    from app.walk_steps import compute_walk, walk_request
+    from app.models import gpu
+    from app.models.hub import ModelHub
+    from app.race.run import compute_race
+    from app.walkthrough.steps import compute_walk, walk_request
+    from app.web.checks.forms import PAPER_SHAPE, RaceForm, parse_request
     from gumiho import GenerationSettings, stream
     from gumiho.loading import load_target
 

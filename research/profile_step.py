@@ -52,9 +52,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-from importlib import import_module
 import statistics
 import time
+from importlib import import_module
 
 import torch
 

@@ -1,6 +1,6 @@
 """Benchmark: the app's race under a load that starts halfway through it.
 
-For each timing scheme of app.race_run (sequential: vanilla alone, then Gumiho
+For each timing scheme of app.race.run (sequential: vanilla alone, then Gumiho
 alone; alternating: both advanced in turn, balanced by tokens, each on its own
 clock), the same race of the default model and its shipped Gumiho drafter runs
 twice: on a quiet machine, and with a CPU hog (``--hog-procs`` processes
@@ -19,8 +19,8 @@ within 15% of 1.
     python research/race_under_load.py --repeats 3 --hog-procs 2 --out race_under_load.json
 
 The machine may be shared: other work shows up as noise in both runs. The races
-go through the app's own code (app.race_run.compute_race on the model thread of an
-app.hub.ModelHub), with the app's default tree for this device.
+go through the app's own code (app.race.run.compute_race on the model thread of an
+app.models.hub.ModelHub), with the app's default tree for this device.
 """
 from __future__ import annotations
 
@@ -32,11 +32,11 @@ import sys
 import threading
 import time
 
-from gumiho.app.hub import ModelHub
-from gumiho.app.inputs import DEVICE_TREE, RaceForm, parse_request
-from gumiho.app.race_run import SCHEMES, Progress, compute_race
-from gumiho.app.render import speedup
 from gumiho import shipped_drafter_path
+from gumiho.app.models.hub import ModelHub
+from gumiho.app.race.run import SCHEMES, Progress, compute_race
+from gumiho.app.views.render import speedup
+from gumiho.app.web.checks.forms import DEVICE_TREE, RaceForm, parse_request
 
 PROMPT = ("Write a short travel blog post about a weekend in Lisbon: two places to eat, one museum worth the "
           "queue, and a tip for getting around the hills.")

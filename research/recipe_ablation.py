@@ -58,7 +58,8 @@ from pathlib import Path
 
 from gumiho.bench import DRAFTER_FLAGS  # each kind's method and its drafter option
 from gumiho.bench.compare_drafters import speedups, tau_difference
-from gumiho.bench.compare_records import compare as compare_records, per_prompt
+from gumiho.bench.compare_records import compare as compare_records
+from gumiho.bench.compare_records import per_prompt
 from gumiho.bench.records import SET_NAMES  # the six sets, in table order
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -28,7 +28,6 @@ from gumiho import GenerationSettings, load_drafter, load_target, shipped_drafte
 from gumiho.bench import load_prompts, prompt_ids
 from gumiho.metrics import summarize
 
-
 BANDS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 

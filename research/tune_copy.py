@@ -19,8 +19,17 @@ import os
 import sys
 import time
 
-from gumiho import (CopySettings, GenerationSettings, TreeSettings, load_drafter, load_target,
-                    shipped_drafter_path, stream, summarize, with_copy)
+from gumiho import (
+    CopySettings,
+    GenerationSettings,
+    TreeSettings,
+    load_drafter,
+    load_target,
+    shipped_drafter_path,
+    stream,
+    summarize,
+    with_copy,
+)
 from gumiho.bench import load_prompts, prompt_ids
 from gumiho.verifycost import verify_cost_for
 

@@ -138,7 +138,7 @@ class FixedTreeDrafter(_ScriptedHeads, ProposerSession):
 def ready_hub(target, drafter, label: str = "tiny drafter", trained: bool = False):
     """An app ModelHub that is ready at once and serves ``target`` with ``drafter``
     for every request (no loading thread, no shipped drafters looked for)."""
-    from app.hub import ModelHub, Resolved
+    from app.models.hub import ModelHub, Resolved
 
     hub = ModelHub(default_loader=lambda: target, warmup=False)
     hub.resolve = lambda *a, **k: Resolved(target, drafter, trained, "", label)

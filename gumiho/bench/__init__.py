@@ -30,8 +30,18 @@ and the commands that read the records back:
     compare_records  ``python -m gumiho.bench.compare_records``: one method in two records, paired
 """
 from .cli import build_parser, main, parse_methods, tree_from_args
-from .methods import (COPY_METHODS, DRAFTER_FLAGS, DRAFTER_METHODS, HF_LOOKUP_TOKENS, HF_METHODS, METHODS,
-                      SPECULATIVE_METHODS, HFGenerate, registry_lookup, resolve_drafters)
+from .methods import (
+                      COPY_METHODS,
+                      DRAFTER_FLAGS,
+                      DRAFTER_METHODS,
+                      HF_LOOKUP_TOKENS,
+                      HF_METHODS,
+                      METHODS,
+                      SPECULATIVE_METHODS,
+                      HFGenerate,
+                      registry_lookup,
+                      resolve_drafters,
+)
 from .prompts import Prompt, load_prompts, prompt_ids
 from .runner import TABLE_POSITIONS, BenchSettings, run_benchmark
 from .table import format_table

@@ -63,11 +63,13 @@ from ..loading import llamacpp_available, load_target
 from ..runtimes.layouts import DEFAULT_LAYOUT, LAYOUTS, SHIPPED_LAYOUT
 from ..runtimes.llamacpp import KV_TYPE
 from .layouts import SIZES, candidate_targets, format_curves, verify_curves
+from .llamacpp_served import ENGINE as SERVER_ENGINE
+from .llamacpp_served import K as SERVER_K
+from .llamacpp_served import paired_ratio, server_rows
 from .methods import resolve_drafters
 from .prompts import load_prompts, prompt_ids
 from .records import save
 from .runner import BenchSettings, run_benchmark
-from .llamacpp_served import ENGINE as SERVER_ENGINE, K as SERVER_K, paired_ratio, server_rows
 from .served import GUMIHO_K
 
 ENGINE_METHODS = ["vanilla", "gumiho", "gumiho+copy", "eagle3", "hf"]

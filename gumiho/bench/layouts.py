@@ -30,9 +30,9 @@ from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
 from ..kernels.machine import cpu_summary
 from ..loading import default_target_files, load_target
-from ..target import Target
 from ..runtimes.layouts import CANDIDATES, layout_file
 from ..runtimes.llamacpp import LlamaCppRuntime
+from ..target import Target
 from .asstored import one_token_rows
 from .prompts import load_prompts, prompt_ids
 from .records import save

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 from ..errors import GumihoError
-from ..target import Target
 from ..prompts_file import read_prompts
+from ..target import Target
 
 
 @dataclass

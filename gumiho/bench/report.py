@@ -8,13 +8,18 @@ sections of the other records (gumiho.bench.report_sections).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from .records import load
-from .report_sections import (asstored_section, copy_section, eagle3_section, engines_section,
-                              llamacpp_server_section, serving_section)
+from .report_sections import (
+    asstored_section,
+    copy_section,
+    eagle3_section,
+    engines_section,
+    llamacpp_server_section,
+    serving_section,
+)
 from .report_tables import figure, setup_words, speedup_words, table, wins
 
 

@@ -14,7 +14,6 @@ from .methods import COPY_METHODS, HF_METHODS
 from .records import SET_NAMES, load, record_speedup
 from .report_tables import setup_words, speedup_cell
 
-
 # The copy section's rows: Gumiho alone, beside the copy proposer, the proposer alone, and the peers.
 COPY_SECTION_METHODS = ("vanilla", "gumiho") + COPY_METHODS + HF_METHODS
 

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..metrics import SPEEDUP_THROUGHPUT, speedup
+from ..metrics import SPEEDUP_THROUGHPUT
 from .methods import DRAFTER_METHODS
 from .records import drafted_depth, record_speedup
 

@@ -16,8 +16,8 @@ from ..drafter import Drafter
 from ..errors import GumihoError
 from ..kernels.machine import cpu_summary
 from ..metrics import GenerationStats, speedup, speedup_kind, summarize
-from ..target import Target
 from ..proposers import split_copy
+from ..target import Target
 from ..tree import TreeSettings
 from ..verifycost import tokens_needed, verify_cost_for
 from .methods import HFGenerate

@@ -33,8 +33,8 @@ GUMIHO_K = 4  # tokens per draft of the gumiho drafter in vLLM: 2 serial positio
 def vllm_configs(target, work: Path) -> list[tuple]:
     """(name, speculative config, batched too) of each vLLM row: vanilla, n-gram (batch 1
     only), and the shipped eagle3 and gumiho drafters as their exports write them."""
-    from ..formats.vllm_gumiho import write_gumiho
     from ..formats.eagle3 import write_eagle3
+    from ..formats.vllm_gumiho import write_gumiho
     from ..loading import load_drafter, shipped_drafter_path
 
     configs = [("vanilla", None, True), ("n-gram", NGRAM, False)]

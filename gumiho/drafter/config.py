@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import GumihoError
+from ..heads import HeadFamily
 from .kinds import DRAFTER_KINDS, KINDS, Kind, kind_layout
 from .layers import ROPE_SCALINGS
-from ..heads import HeadFamily
 
 
 @dataclass

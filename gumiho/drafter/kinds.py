@@ -15,14 +15,18 @@ on the kind's name.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 import torch.nn as nn
 
-from ..kernels.cpulinear import full_precision_product
 from ..errors import GumihoError
+from ..kernels.cpulinear import full_precision_product
 from .layers import DecoderLayer, Eagle3FirstLayer, RMSNorm, SiLUBlock
+
+if TYPE_CHECKING:  # annotations only: the model imports this module
+    from .config import DrafterConfig
+    from .model import Drafter
 
 
 class Kind:

@@ -4,13 +4,16 @@ layers (the plain one and EAGLE-3's first layer, which reads [embedding; state])
 and the SiLU blocks the MLP heads are made of. Notation: gumiho.drafter."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .kv import GrowingKV
+
+if TYPE_CHECKING:  # annotations only
+    from .config import DrafterConfig
 
 
 class RMSNorm(nn.Module):

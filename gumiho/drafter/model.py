@@ -13,9 +13,11 @@ import torch
 import torch.nn as nn
 
 from ..checkpoint import compare_shapes, meta_shapes, safetensors_shapes, unreadable
-from ..kernels.cpulinear import PackedWeight
-from ..kernels.int4linear import available as int4_available, current as int4_current, int4_linears, product
 from ..errors import GumihoError
+from ..kernels.cpulinear import PackedWeight
+from ..kernels.int4linear import available as int4_available
+from ..kernels.int4linear import current as int4_current
+from ..kernels.int4linear import int4_linears, product
 from .config import DrafterConfig
 from .layers import rope_cos_sin
 

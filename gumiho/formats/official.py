@@ -38,8 +38,8 @@ from typing import Optional
 
 import torch
 
-from ..drafter import Drafter, DrafterConfig
 from ..checkpoint import first_line, read_checkpoint
+from ..drafter import Drafter, DrafterConfig
 from ..errors import GumihoError
 
 # RMSNorm epsilon the released drafters were trained with (the authors' per-target

@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
 _AVAILABLE = None  # None: not checked yet
 _AVAILABLE_BF16 = None
 

@@ -9,13 +9,26 @@ a model, with clear errors when one cannot load or does not fit the other.
     target    load_target, prepare_target
     drafter   load_drafter (every layout), random_drafter
 """
-from .assets import ASSETS_DIR, DEFAULT_TARGET, DEFAULT_TARGET_LABEL, SHIPPED_DRAFTERS, default_target_files, \
-    shipped_drafter_path
+from .assets import (
+                      ASSETS_DIR,
+                      DEFAULT_TARGET,
+                      DEFAULT_TARGET_LABEL,
+                      SHIPPED_DRAFTERS,
+                      default_target_files,
+                      shipped_drafter_path,
+)
 from .device import DRAFTER_DTYPES, drafter_dtype, drafter_int4, pick_device, pick_dtype
 from .drafter import check_drafter_source, load_drafter, random_drafter
 from .runtime import RUNTIMES, llamacpp_available, pick_runtime, resolve_runtime
-from .sources import (hub_cached, hub_unavailable_reason, is_local_source, is_model_folder, local_model_folder,
-                      looks_like_path, no_model_folder)
+from .sources import (
+                      hub_cached,
+                      hub_unavailable_reason,
+                      is_local_source,
+                      is_model_folder,
+                      local_model_folder,
+                      looks_like_path,
+                      no_model_folder,
+)
 from .targets import load_target, prepare_target
 
 __all__ = ["ASSETS_DIR", "DEFAULT_TARGET", "DEFAULT_TARGET_LABEL", "DRAFTER_DTYPES", "RUNTIMES", "SHIPPED_DRAFTERS",

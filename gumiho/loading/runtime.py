@@ -11,7 +11,6 @@ import torch
 from ..errors import GumihoError
 from ..runtimes.llamacpp import available as llamacpp_available
 
-
 RUNTIMES = ("auto", "torch", "llama.cpp")
 RUNTIME_ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "float32": "torch", "": "auto"}
 

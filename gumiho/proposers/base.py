@@ -17,7 +17,7 @@ proposer serves any number of generations, one after another or side by side.
 Every proposer names its heads (:class:`Head`): which draft positions each family
 fills. Every node of a draft tree records the head that proposed it
 (``DraftTree.heads``), the events carry it, and the app words and colours it
-(app/heads.py, app/palette.py).
+(app/views/heads.py, app/views/palette.py).
 """
 from __future__ import annotations
 

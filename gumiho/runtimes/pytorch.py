@@ -17,12 +17,12 @@ import threading
 
 import torch
 
-from ..kernels.cpulinear import pack_linears
 from ..errors import GumihoError
-from .kvcache import keep_tree_entries, new_cache
-from .treeattn import use_tree_attention
+from ..kernels.cpulinear import pack_linears
 from ..tree import tree_inputs
 from .base import Forward, Runtime, tree_depths
+from .kvcache import keep_tree_entries, new_cache
+from .treeattn import use_tree_attention
 
 _CACHE_KEYWORD: dict = {}
 

@@ -128,11 +128,11 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         from ..loading import load_target
-        from .data import check_data_dir
         from .config import TrainConfig
+        from .data import check_data_dir
         from .loop import train
-        from .processes import end_processes
         from .objective import LossConfig
+        from .processes import end_processes
 
         for folder in args.data.split(","):
             check_data_dir(folder)

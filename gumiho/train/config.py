@@ -12,7 +12,6 @@ from ..kernels.machine import cpu_has_native_bf16
 from . import data as tdata
 from .objective import LossConfig
 
-
 FEATURE_SOURCES = ("auto", "cached", "on-the-fly")
 
 

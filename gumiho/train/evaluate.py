@@ -22,7 +22,8 @@ import sys
 
 import torch
 
-from . import data as tdata, shards
+from . import data as tdata
+from . import shards
 
 
 def benchmark_sequences(target, prompts_file: str, limit: int | None, max_new_tokens: int):

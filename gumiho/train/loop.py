@@ -37,6 +37,7 @@ from .processes import StopRequest, accelerator, sum_gradients
 from .resume import checkpoint_path, rng_state, save_checkpoint, set_rng_state
 from .widen import widen_to_fused
 
+
 def _lr_factor(step: int, warmup: int, total: int) -> float:
     if step < warmup:
         return (step + 1) / warmup

@@ -110,7 +110,7 @@ def stage_rows(stages: list[dict]) -> dict:
         "steps": (f"{total_steps}: " + ", ".join(steps) + f"{early}; batch {last['config']['batch_tokens']} padded "
                   f"tokens, AdamW, cosine"),
         "wall": (f"{total_wall:.1f} min on 2 CPU cores (" + ", ".join(wall) + "); unless a stage says otherwise, "
-                 f"the three drafters' runs shared the cores side by side"),
+                 "the three drafters' runs shared the cores side by side"),
         "precision": precision_text(stages),
     }
 

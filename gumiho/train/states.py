@@ -27,8 +27,6 @@ from typing import Optional, Sequence
 import torch
 
 
-
-
 @torch.no_grad()
 def target_states(model, ids: torch.Tensor, valid: torch.Tensor,
                   feature_layers: Optional[Sequence[int]] = None) -> tuple[torch.Tensor, Optional[torch.Tensor]]:

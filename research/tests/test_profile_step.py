@@ -1,9 +1,9 @@
 """research/profile_step.py: the steps it runs by hand (to time each part) are the
 decode loop's steps."""
+import profile_step
+
 import gumiho as g
 from gumiho import GenerationSettings, TreeSettings, stream
-
-import profile_step
 from helpers import OracleDrafter, tiny_target
 
 

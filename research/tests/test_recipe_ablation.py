@@ -2,8 +2,8 @@
 import json
 
 import pytest
-
 import recipe_ablation as ablation
+
 from gumiho.bench import build_parser, parse_methods
 
 

@@ -1,11 +1,10 @@
 """research/tree_shape.py: its per-position node counts and acc@1 agree with what the
 decode loop reports (each step's drafted-node count, and the metrics module's acc@1)."""
 import pytest
+import tree_shape
 
 from gumiho import GenerationSettings, stream
 from gumiho.metrics import summarize
-
-import tree_shape
 from helpers import OracleDrafter, tiny_target
 
 

@@ -21,10 +21,10 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"headless browser test needs Chromium at {CHROMIUM} (apt-get install chromium)",
                 allow_module_level=True)
 from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
-
-from app.race_plots import RACE_PLOTS  # noqa: E402
-from app_server import ROOT, running_app  # noqa: E402
 from test_figures_browser import OVERLAPS  # noqa: E402
+
+from app.race.plots import RACE_PLOTS  # noqa: E402
+from app_server import ROOT, running_app  # noqa: E402
 
 SCREENSHOT = os.path.join(ROOT, "assets", "screenshot.png")
 WALK_SCREENSHOT = os.path.join(ROOT, "assets", "walkthrough.png")

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import urllib.request
 
-from app.guard import API_NAMES
 from test_app_probe import no_framework_words, post, probe_server, while_busy  # noqa: F401  (the server fixture)
+
+from app.web.checks.requests import API_NAMES
 
 
 def page_events(demo) -> dict:

@@ -12,21 +12,20 @@ import threading
 import time
 
 import pytest
-
-from gumiho import GenerationSettings, GumihoError, TreeSettings, stream
-from app import layout
-from app.access import Access
-from app.treeplot import tree_figure
-from app.hub import ModelHub, Resolved, _random_drafter
-from app.jobs import BUSY, ModelThread
-from app.inputs import RaceForm, parse_request
-from app.race_run import compute_race, replay_frames
-from app.race_summary import error_summary
-from app.render import render_result, render_run, render_stats
-from app.run_views import DrafterLayout
-
-from helpers import tiny_target
 from test_app_render import TOK
+
+from app.models.hub import ModelHub, Resolved, _random_drafter
+from app.models.worker import BUSY, ModelThread
+from app.race.run import compute_race, replay_frames
+from app.views.records import DrafterLayout
+from app.views.render import render_result, render_run, render_stats
+from app.walkthrough.treeplot import tree_figure
+from app.web import layout
+from app.web.access import Access
+from app.web.api import error_summary
+from app.web.checks.forms import RaceForm, parse_request
+from gumiho import GenerationSettings, GumihoError, TreeSettings, stream
+from helpers import tiny_target
 
 
 def request(prompt="Hello there", max_new=8, target="", drafter_path="", access=None, **kw):

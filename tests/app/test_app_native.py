@@ -9,8 +9,8 @@ from pathlib import Path
 import gradio_client
 import pytest
 
-from app.inputs import WEIGHTS_AS_STORED
-from app.tabs.race_settings import UNAVAILABLE, weights_choices, weights_info
+from app.race.settings import UNAVAILABLE, weights_choices, weights_info
+from app.web.checks.forms import WEIGHTS_AS_STORED
 from app_server import start_app, stop_app
 from helpers import ready_hub, tiny_target
 

@@ -10,16 +10,16 @@ import json
 import threading
 import time
 
-from app import treeplot
-from app.hub import ModelHub, _random_drafter
-from app.layout import build_app, load_examples
-from app.render import render_banner
-from app.tabs import walkthrough as walk_tab
-from app.walk_steps import PAPER_TREE
-from app.run_views import DrafterLayout
-
-from helpers import ready_hub, tiny_target
 from test_app_render import TOK
+
+from app.models.hub import ModelHub, _random_drafter
+from app.views.records import DrafterLayout
+from app.views.render import render_banner
+from app.walkthrough import tab as walk_tab
+from app.walkthrough import treeplot
+from app.walkthrough.steps import PAPER_TREE
+from app.web.layout import build_app, load_examples
+from helpers import ready_hub, tiny_target
 
 # What the page itself writes (not the model's text) is drawn from these: characters
 # the ordinary fonts of every system carry. Emoji and the technical symbols that
@@ -122,8 +122,8 @@ def test_the_walkthrough_shows_its_progress_while_it_generates():
 def test_the_race_says_it_is_reading_a_long_prompt():
     """Issue 54, item 4: the longest prompt took a minute to read with nothing on the page.
     The prefill is held until the banner has said so (a real race, its page event)."""
-    from app.inputs import RaceForm, parse_request
-    from app.tabs import race as race_tab
+    from app.race import tab as race_tab
+    from app.web.checks.forms import RaceForm, parse_request
 
     target = tiny_target("llama", vocab=320, hidden=32, eos=319, ctx=4096, seed=5)
     target.tokenizer = TOK

@@ -1,5 +1,5 @@
 """The defects a probe of the app found, each reproduced: the server as it serves
-(app.server.serve, on a free port, a tiny random target behind it) for what only
+(app.web.server.serve, on a free port, a tiny random target behind it) for what only
 the web server decides, the hub and the request checks for the rest. Issue 41,
 items 1-8 of its probe."""
 from __future__ import annotations
@@ -16,18 +16,17 @@ from concurrent.futures import ThreadPoolExecutor
 import gradio as gr
 import huggingface_hub
 import pytest
-
-from gumiho import GumihoError, StepEvent, EmittedToken
-from app.access import Access
-from app.hub import ModelHub, Resolved, _random_drafter
-from app.inputs import RaceForm, parse_request
-from app.server import serve
-from app.tabs import race as race_tab
-from app.tabs.shared import friendly
-from app.run_views import record
-
-from helpers import tiny_target
 from test_app_render import TOK, b
+
+from app.models.hub import ModelHub, Resolved, _random_drafter
+from app.race import tab as race_tab
+from app.views.records import record
+from app.web.access import Access
+from app.web.checks.forms import RaceForm, parse_request
+from app.web.server import serve
+from app.web.shared import friendly
+from gumiho import EmittedToken, GumihoError, StepEvent
+from helpers import tiny_target
 
 PUBLIC = Access.from_env({"GUMIHO_PUBLIC": "1"})
 LOCAL = Access.from_env({})
@@ -213,7 +212,7 @@ def test_runs_beyond_the_bound_are_refused_with_the_documented_words(probe_serve
 
 
 def test_stop_with_no_run_in_flight_says_nothing():
-    from app.tabs.shared import by_name
+    from app.web.shared import by_name
 
     run_id, status = gr.State(""), gr.HTML("")
     stop = by_name(race_tab.stop_race, {"run_id": run_id}, {"status": status})  # as the page wires it
@@ -287,7 +286,7 @@ def test_a_drafter_path_is_named_as_typed_never_with_the_servers_home():
 
 
 def test_a_malformed_drafter_folder_gets_the_apps_words(tmp_path, monkeypatch):
-    from app import hub as hub_module
+    from app.models import hub as hub_module
 
     def python_error(*a, **k):
         raise TypeError("DrafterConfig.__init__() missing 1 required positional argument: 'vocab_size'")

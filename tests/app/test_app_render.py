@@ -12,18 +12,30 @@ import threading
 
 import pytest
 
+from app.models.hub import ModelHub, Resolved, _random_drafter
+from app.race.run import Runs, compute_race, in_background, replay_frames
+from app.race.summary import summary
+from app.views import figures, palette
+from app.views.records import Detokenizer, DrafterLayout, RaceResult, record, step_views
+from app.views.render import esc, render_legend, render_result, render_stats, render_steps, visible
+from app.walkthrough import treeplot
+from app.walkthrough.steps import (
+    PAPER_TREE,
+    PLAY_INTERVAL_S,
+    RACE_TREE,
+    TREE_CHOICES,
+    WALK_TREE,
+    Walk,
+    WalkStep,
+    choices_table,
+    compute_walk,
+    step_figure,
+    step_header,
+    text_so_far,
+    walk_request,
+)
+from app.web.checks.forms import DEVICE_TREE, MAX_PROMPT_CHARS, RaceForm, parse_request
 from gumiho import EmittedToken, GenerationSettings, GumihoError, RejectedToken, StepEvent, TreeSettings, stream
-from app import figures, palette, treeplot
-from app.hub import ModelHub, Resolved
-from app.inputs import DEVICE_TREE, MAX_PROMPT_CHARS, RaceForm, parse_request
-from app.race_run import Runs, compute_race, in_background, replay_frames
-from app.race_summary import summary
-from app.render import esc, render_legend, render_result, render_stats, render_steps, visible
-from app.run_views import Detokenizer, DrafterLayout, RaceResult, record, step_views
-from app.hub import _random_drafter
-from app.walk_steps import PAPER_TREE, PLAY_INTERVAL_S, RACE_TREE, TREE_CHOICES, WALK_TREE, Walk, WalkStep, choices_table, \
-    compute_walk, step_figure, step_header, text_so_far, walk_request
-
 from helpers import OracleDrafter, ready_hub, tiny_target
 
 END = 300  # the toy tokenizer's special "end" token
@@ -624,7 +636,7 @@ def test_walkthrough_race_tree_switch_gives_the_races_settings(gumiho_hub):
 
 
 def test_walkthrough_tab_offers_the_tree_choice_and_a_paused_autoplay():
-    from app import layout
+    from app.web import layout
 
     comps = layout.build_app(ModelHub(default_loader=lambda: None)).config["components"]
     radio = next(c for c in comps if c.get("props", {}).get("elem_id") == "gm-walk-tree-choice")
@@ -713,7 +725,7 @@ def test_copied_tokens_have_their_own_hue_legend_and_title():
 
 
 def test_copy_from_context_reaches_the_race_and_the_walkthrough(monkeypatch):
-    from app.inputs import COPY_DEFAULT
+    from app.web.checks.forms import COPY_DEFAULT
 
     target = tiny_target("llama", vocab=320, hidden=32, eos=END, ctx=512, seed=4)
     target.tokenizer = TOK

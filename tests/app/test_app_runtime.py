@@ -6,13 +6,12 @@ import threading
 
 import pytest
 
+from app.models.hub import ModelHub
+from app.race.run import compute_race
+from app.race.summary import summary
+from app.views.render import render_result
+from app.web.checks.forms import RACE_WEIGHTS, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
 from gumiho.errors import GumihoError
-
-from app.hub import ModelHub
-from app.inputs import RACE_WEIGHTS, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
-from app.race_run import compute_race
-from app.race_summary import summary
-from app.render import render_result
 
 # Written for this test, not from a bench set.
 PROMPT = "Name three rivers of Europe and one city on each."
@@ -94,8 +93,9 @@ def test_weights_the_page_does_not_offer_are_refused_in_words():
 
 def test_as_stored_weights_without_llamacpp_are_refused_in_words():
     import torch
+
+    from app.models.hub import runs_on
     from gumiho import Target
-    from app.hub import runs_on
 
     class Cfg:
         feature_layers = None
@@ -113,7 +113,7 @@ def test_as_stored_weights_without_llamacpp_are_refused_in_words():
 def test_the_page_says_when_the_4bit_runtime_is_not_installed(monkeypatch):
     """On a Space (wheels only) llama-cpp-python is missing: the weights control offers
     float32 alone and its words say why, and how to race the 4-bit file."""
-    from app.tabs import race_settings
+    from app.race import settings as race_settings
 
     monkeypatch.setattr(race_settings, "llamacpp_available", lambda: False)
     monkeypatch.setattr(race_settings.gpu, "model_device", lambda: "cpu")

@@ -8,23 +8,22 @@ from __future__ import annotations
 import html as html_module
 import re
 import threading
-from pathlib import Path
 
 import pytest
+from test_app_render import tiny_hub  # noqa: F401  (a fixture)
 
+from app.models.hub import ModelHub
+from app.race import settings as race_settings
+from app.race.run import compute_race
+from app.views import figures
+from app.views.records import DrafterLayout
+from app.views.render import render_legend, render_result
+from app.walkthrough import treeplot
+from app.web.checks.forms import MAX_WAITING, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, RaceForm, parse_request
+from app.web.layout import build_app
 from gumiho import TreeSettings
 from gumiho.bench.records import SET_NAMES, load, record_speedup
-from app import figures, treeplot
-from app.hub import ModelHub
-from app.inputs import MAX_WAITING, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, RaceForm, parse_request
-from app.layout import build_app
-from app.race_run import compute_race
-from app.render import render_legend, render_result
-from app.tabs import race_settings
-from app.run_views import DrafterLayout
-
 from helpers import ROOT
-from test_app_render import tiny_hub  # noqa: F401  (a fixture)
 
 TEACHING = (ROOT / "docs" / "teaching.md").read_text(encoding="utf-8")
 README = (ROOT / "README.md").read_text(encoding="utf-8")

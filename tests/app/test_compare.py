@@ -1,5 +1,5 @@
-"""The Compare tab's work and the /compare endpoint (app/compare_run.py,
-app/compare_summary.py, app/tabs/compare.py): the default model decoded by vanilla
+"""The Compare tab's work and the /compare endpoint (app/compare/run.py,
+app/compare/summary.py, app/compare/tab.py): the default model decoded by vanilla
 and by every shipped drafter with one tree, each text vanilla's token for token, the
 JSON's figures per drafter, the drafters that cannot run listed with the reason,
 Stop, the busy limit and bad input refused in words."""
@@ -9,17 +9,16 @@ import time
 
 import pytest
 
+from app.compare.figures import acceptance_lines, step_time_figure
+from app.compare.run import COMPARE_MAX_NEW_TOKENS, CompareForm, compute_compare, parse_compare
+from app.compare.summary import compare_summary
+from app.compare.tab import comparison_outputs, render_table
+from app.models.hub import ModelHub
+from app.models.worker import BUSY
+from app.views.palette import plot_colour
+from app.web.api import api_compare
+from app.web.checks.forms import WEIGHTS_AS_STORED
 from gumiho.errors import GumihoError
-
-from app.compare_figures import acceptance_lines, step_time_figure
-from app.compare_run import COMPARE_MAX_NEW_TOKENS, CompareForm, compute_compare, parse_compare
-from app.compare_summary import compare_summary
-from app.hub import ModelHub
-from app.inputs import WEIGHTS_AS_STORED
-from app.jobs import BUSY
-from app.palette import plot_colour
-from app.tabs.api import api_compare
-from app.tabs.compare import comparison_outputs, render_table
 
 # Written for this test, not from a bench set.
 PROMPT = "Describe a walk through a forest in autumn, in about a hundred words."

@@ -15,10 +15,10 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"headless browser test needs Chromium at {CHROMIUM} (apt-get install chromium)",
                 allow_module_level=True)
 from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
-
-from app.tabs.compare import PLOT_IDS  # noqa: E402
-from app_server import ROOT, running_app  # noqa: E402
 from test_app_browser import ARGS, MODEL_READY_S, RUN_S, SHOTS, WIDTHS, check_no_text_over_text  # noqa: E402
+
+from app.compare.tab import PLOT_IDS  # noqa: E402
+from app_server import ROOT, running_app  # noqa: E402
 
 SCREENSHOT = os.path.join(ROOT, "assets", "compare.png")
 PLOTS = [f"#{elem_id}" for elem_id in PLOT_IDS]

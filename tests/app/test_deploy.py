@@ -1,4 +1,4 @@
-"""`python -m app.deploy`, offline: the dry run lists exactly what a Space runs
+"""`python -m space_deploy`, offline: the dry run lists exactly what a Space runs
 (nothing of the history, tests, benchmarks, training data or caches; the default
 model's file and the Space's own requirements), with sizes that add up; bad input
 and a missing login are one-line errors before any network; and the real upload,
@@ -10,15 +10,14 @@ import os
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import huggingface_hub
-from types import SimpleNamespace
 import pytest
 import yaml
 
-from app import deploy
-
 from helpers import ROOT
+from space_deploy import upload as deploy
 
 LINE = re.compile(r"^\s+([\d,]+)  (\S+)")
 
@@ -32,12 +31,12 @@ def dry_run(capsys, *args) -> tuple[dict, str]:
 
 def test_the_dry_run_lists_what_the_space_runs_and_sizes_add_up(capsys):
     files, out = dry_run(capsys)
-    for needed in ("README.md", "app.py", "app/__init__.py", "app/gpu.py", "app/layout.py", "gumiho/__init__.py",
+    for needed in ("README.md", "app.py", "app/__init__.py", "app/models/gpu.py", "app/web/layout.py", "gumiho/__init__.py",
                    "gumiho/decode.py", "assets/style.css", "assets/examples.json", "requirements.txt",
                    deploy.MODEL_FILE):
         assert needed in files, needed
     # Not the deploy command, its rehearsal, nor the model's wheel (its file travels instead).
-    for unwanted in ("app/deploy.py", "app/rehearsal.py", "requirements-model.txt", "requirements-dev.txt"):
+    for unwanted in ("space_deploy/upload.py", "space_deploy/rehearsal.py", "requirements-model.txt", "requirements-dev.txt"):
         assert unwanted not in files, unwanted
     for kind in ("gumiho", "serial", "parallel"):
         for name in ("config.json", "model.safetensors"):
@@ -61,7 +60,7 @@ def test_the_dry_run_lists_what_the_space_runs_and_sizes_add_up(capsys):
 
 def test_every_module_the_app_imports_goes_up():
     code = ("import sys, app\n"
-            "from app.hub import ModelHub\n"
+            "from app.models.hub import ModelHub\n"
             "app.build_app(ModelHub(default_loader=lambda: None))\n"
             "print('\\n'.join(sorted(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
@@ -79,13 +78,13 @@ def test_a_checkout_full_of_other_things_uploads_only_the_app(tmp_path):
     """A stand-in checkout with everything a working copy accumulates beside the app."""
     (tmp_path / "README.md").write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "requirements.txt").write_text((ROOT / "requirements.txt").read_text(encoding="utf-8"))
-    wanted = ["app.py", "app/__init__.py", "app/layout.py", "gumiho/__init__.py", "gumiho/decode.py",
+    wanted = ["app.py", "app/__init__.py", "app/web/__init__.py", "app/web/layout.py", "gumiho/__init__.py", "gumiho/decode.py",
               "assets/style.css", "assets/examples.json", "assets/drafters/smollm2-135m-gumiho/config.json",
               "assets/drafters/smollm2-135m-gumiho/model.safetensors", "assets/drafters/smollm2-135m-gumiho/README.md"]
     unwanted = [".git/config", ".ci/run", "benchmarks/results/a.json", "tests/test_a.py", "corpus/a.jsonl",
                 "runs/a/log.txt", "data/distill/shard.safetensors", "research/a.py", "docs/a.md", "BENCHMARKS.md",
                 "app/__pycache__/layout.cpython-311.pyc", "gumiho/decode.pyc", "gumiho/train/__init__.py",
-                "app/deploy.py", "app/rehearsal.py",
+                "space_deploy/upload.py", "space_deploy/rehearsal.py",
                 "assets/drafters/smollm2-135m-gumiho/training_history.jsonl", "assets/screenshot.png",
                 "assets/drafters/half-copied/config.json", "requirements-dev.txt", "requirements-train.txt",
                 "requirements-model.txt"]
@@ -167,7 +166,7 @@ def test_unknown_hardware_is_one_line(capsys):
 
 
 def test_the_command_line_refuses_a_bad_id_without_a_traceback():
-    out = subprocess.run([sys.executable, "-m", "app.deploy", "a/b/c", "--dry-run"], cwd=ROOT, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "space_deploy", "a/b/c", "--dry-run"], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.startswith("error: SPACE_ID must be OWNER/NAME") and out.stderr.count("\n") == 1
@@ -190,7 +189,7 @@ def test_without_a_login_on_the_command_line(tmp_path):
     """No HF_TOKEN and an empty Hugging Face home: huggingface_hub itself finds no token."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH")}
     env.update(HF_HOME=str(tmp_path), HF_HUB_OFFLINE="1")
-    out = subprocess.run([sys.executable, "-m", "app.deploy", "your-name/gumiho"], cwd=ROOT, env=env,
+    out = subprocess.run([sys.executable, "-m", "space_deploy", "your-name/gumiho"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "Uploading" not in out.stdout
     assert out.stderr.startswith("error: no Hugging Face token") and out.stderr.count("\n") == 1

@@ -17,10 +17,11 @@ if not os.path.exists(CHROMIUM):
 import plotly  # noqa: E402
 from playwright import sync_api  # noqa: E402
 
+from app.views import figures
+from app.views.records import DrafterLayout  # noqa: E402
+from app.walkthrough import treeplot  # noqa: E402
+from app.web.checks.forms import PAPER_TREE_SETTINGS  # noqa: E402
 from gumiho import GenerationStats  # noqa: E402
-from app import figures, treeplot  # noqa: E402
-from app.inputs import PAPER_TREE_SETTINGS  # noqa: E402
-from app.run_views import DrafterLayout  # noqa: E402
 
 PLOTLY_JS = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]
@@ -138,8 +139,8 @@ def walk_tree():
     """A verify step's tree at the paper's size, built as the library builds it (the
     paper's tree settings on a tiny model with a random drafter), with tokens as long
     as words are: the shape the walkthrough draws."""
+    from app.models.hub import _random_drafter
     from gumiho import GenerationSettings, stream
-    from app.hub import _random_drafter
     from helpers import tiny_target
 
     target = tiny_target("llama", vocab=320, hidden=32, eos=319, seed=5)

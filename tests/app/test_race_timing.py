@@ -1,4 +1,4 @@
-"""How the race is timed (app.race_run): vanilla and Gumiho advanced in alternation,
+"""How the race is timed (app.race.run): vanilla and Gumiho advanced in alternation,
 balanced by the tokens each has produced, each on its own clock.
 
 On a tiny random-weight target: the alternating race produces exactly what
@@ -15,20 +15,18 @@ import threading
 import time
 from types import SimpleNamespace
 
-from gumiho.proposers import Head, Proposer
-
 import pytest
 import torch
 
 import gumiho
+from app.models.hub import ModelHub, Resolved, _random_drafter
+from app.race import run as race
+from app.race.run import Progress, compute_race, replay_frames
+from app.race.summary import summary
+from app.views.render import render_result, speedup
+from app.web.checks.forms import RaceForm, parse_request
 from gumiho import EmittedToken, StepEvent
-from app import race_run as race
-from app.hub import ModelHub, Resolved, _random_drafter
-from app.inputs import RaceForm, parse_request
-from app.race_run import Progress, compute_race, replay_frames
-from app.race_summary import summary
-from app.render import render_result, speedup
-
+from gumiho.proposers import Head, Proposer
 from helpers import tiny_target
 
 

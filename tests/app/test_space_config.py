@@ -40,11 +40,11 @@ def test_space_front_matter_matches_the_pins():
 
 def test_the_server_drops_only_the_frameworks_leaked_loop_report():
     """Gradio's Spaces mode leaves event loops whose cleanup fails with "Invalid file
-    descriptor: -1" (app/server.py); that report is dropped, every other one passes."""
+    descriptor: -1" (app/web/server.py); that report is dropped, every other one passes."""
     import asyncio
     from types import SimpleNamespace
 
-    from app.server import _quiet_leaked_event_loops
+    from app.web.server import _quiet_leaked_event_loops
 
     seen = []
     hook = _quiet_leaked_event_loops(seen.append)

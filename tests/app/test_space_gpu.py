@@ -17,18 +17,17 @@ import gradio as gr
 import pytest
 import spaces  # pinned in requirements.txt: the Space imports it
 import torch
-
-from gumiho import GumihoError, TreeSettings
-from app import gpu
-from app import hub as hub_module
-from app.hub import ModelHub, _random_drafter
-from app.jobs import ModelThread
-from app.inputs import DEVICE_TREE, RaceForm, parse_request
-from app.race_run import Progress, compute_race
-from app.walk_steps import compute_walk
-
-from helpers import ROOT, ready_hub, tiny_target
 from test_app_render import END, TOK
+
+from app.models import gpu
+from app.models import hub as hub_module
+from app.models.hub import ModelHub, _random_drafter
+from app.models.worker import ModelThread
+from app.race.run import Progress, compute_race
+from app.walkthrough.steps import compute_walk
+from app.web.checks.forms import DEVICE_TREE, RaceForm, parse_request
+from gumiho import GumihoError, TreeSettings
+from helpers import ROOT, ready_hub, tiny_target
 
 
 def test_the_gpu_decorator_is_the_identity_off_zerogpu():
@@ -175,9 +174,10 @@ if not torch.cuda.is_available():
     torch.cuda._is_in_bad_fork = _is_in_bad_fork
 
 import app
-from app import gpu, inputs
-from app.hub import ModelHub
-from app.race_run import compute_race
+from app.models import gpu
+from app.web.checks import forms as inputs
+from app.models.hub import ModelHub
+from app.race.run import compute_race
 from gumiho.loading import prepare_target
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -185,7 +185,7 @@ assert gpu.ZERO_GPU and torch.cuda.is_available() and gpu.model_device() == "cud
 assert inputs.DEVICE_TREE.total_tokens == 63, inputs.DEVICE_TREE
 assert gpu.gpu_call is not gpu.run_job and hasattr(gpu.gpu_call, "zerogpu")  # registered with spaces
 assert gpu.on_gpu(compute_race) is not compute_race
-from app import layout
+from app.web import layout
 assert hasattr(layout.compute_race, "__wrapped__") and hasattr(layout.compute_walk, "__wrapped__")
 
 threads = []

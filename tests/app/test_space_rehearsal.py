@@ -1,5 +1,5 @@
-"""The Space's upload, rehearsed end to end (app/rehearsal.py): the files
-`python -m app.deploy --dry-run --out DIR` writes are installed wheels-only in a new
+"""The Space's upload, rehearsed end to end (space_deploy/rehearsal.py): the files
+`python -m space_deploy --dry-run --out DIR` writes are installed wheels-only in a new
 virtual environment and started as a Space starts them, with the network cut; one
 race (texts identical) and one walkthrough answer through the API, with no
 traceback in the server's log. Then the same upload on ZeroGPU as far as a CPU can
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from app import deploy
-from app.rehearsal import CUT_NETWORK_SITE, RehearsalError, rehearse
+from space_deploy import upload as deploy
+from space_deploy.rehearsal import CUT_NETWORK_SITE, RehearsalError, rehearse
 
 
 @pytest.fixture(scope="module")

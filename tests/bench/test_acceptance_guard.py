@@ -14,7 +14,6 @@ import torch
 
 from gumiho.bench import acceptance
 from gumiho.loading import load_target
-
 from helpers import ROOT
 
 BASELINE = os.path.join(ROOT, "benchmarks", "acceptance_baseline.json")

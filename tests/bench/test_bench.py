@@ -7,7 +7,6 @@ import torch
 
 from gumiho import Drafter, DrafterConfig, GumihoError, TreeSettings
 from gumiho.bench import BenchSettings, Prompt, format_table, load_prompts, main, parse_methods, run_benchmark
-
 from helpers import OracleDrafter, tiny_target
 
 TOP_KEYS = {"model", "drafter", "device", "temperature", "max_new_tokens", "prompts", "methods", "lossless"}

@@ -9,7 +9,6 @@ from gumiho import GumihoError
 from gumiho.bench import load_prompts
 from gumiho.prompts_file import Conversation, PromptFileError, read_prompts
 from gumiho.train.sources import distill
-
 from helpers import ROOT
 
 

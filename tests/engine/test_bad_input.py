@@ -6,10 +6,18 @@ import os
 import pytest
 import torch
 
-from gumiho import (Drafter, DrafterConfig, GenerationSettings, GumihoError, TreeSettings, generate, load_drafter,
-                    load_target, stream)
+from gumiho import (
+    Drafter,
+    DrafterConfig,
+    GenerationSettings,
+    GumihoError,
+    TreeSettings,
+    generate,
+    load_drafter,
+    load_target,
+    stream,
+)
 from gumiho.loading import pick_device, pick_dtype
-
 from helpers import tiny_target
 
 

@@ -12,14 +12,18 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from gumiho import Drafter, DrafterConfig
-from gumiho.kernels.cpulinear import (PackedLinear, PackedWeight, available, available_bf16,
-                                      full_precision_product, pack_linears)
+from gumiho.kernels.cpulinear import (
+    PackedLinear,
+    PackedWeight,
+    available,
+    available_bf16,
+    full_precision_product,
+    pack_linears,
+)
 from gumiho.runtimes.kvcache import GrowingLayer, cache_layers, keep_tree_entries, new_cache
-from gumiho.tree import DraftTree
 from gumiho.runtimes.treeattn import NAME as TREE_ATTENTION
-
+from gumiho.tree import DraftTree
 from helpers import tiny_target
-
 
 needs_packed = pytest.mark.skipif(not available(), reason="packed linear kernel unavailable in this build")
 

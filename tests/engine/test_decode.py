@@ -4,7 +4,6 @@ import torch
 
 from gumiho import Drafter, DrafterConfig, GenerationSettings, TreeSettings, stream
 from gumiho.metrics import summarize
-
 from helpers import OracleDrafter, tiny_target
 
 

@@ -4,9 +4,16 @@ what transformers' own `generate(do_sample=False)` emits."""
 import pytest
 import torch
 
-from gumiho import (Drafter, DrafterConfig, GenerationSettings, TreeSettings, generate, load_drafter, load_target,
-                    shipped_drafter_path)
-
+from gumiho import (
+    Drafter,
+    DrafterConfig,
+    GenerationSettings,
+    TreeSettings,
+    generate,
+    load_drafter,
+    load_target,
+    shipped_drafter_path,
+)
 from helpers import OracleDrafter
 
 MAX_NEW = 24

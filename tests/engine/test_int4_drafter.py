@@ -11,12 +11,12 @@ import torch
 import torch.nn as nn
 
 from gumiho import GenerationSettings, TreeSettings, stream
-from gumiho.kernels import int4linear
 from gumiho.errors import GumihoError
+from gumiho.kernels import int4linear
 from gumiho.kernels.int4linear import GROUP, Int4Linear, dequantize, int4_linears, product, quantize, quantize_groups
 from gumiho.loading import drafter_int4, random_drafter
-
 from helpers import tiny_target
+
 
 def tokens(target, prompt, drafter, settings):
     return [t for step in stream(target, prompt, drafter, settings) for t in step.tokens]

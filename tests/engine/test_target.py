@@ -11,7 +11,6 @@ from gumiho import GenerationSettings, TreeSettings, stream
 from gumiho.kernels.cpulinear import PackedLinear, available
 from gumiho.loading import prepare_target
 from gumiho.runtimes.treeattn import NAME as TREE_ATTENTION
-
 from helpers import OracleDrafter
 
 

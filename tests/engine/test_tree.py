@@ -8,9 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from gumiho.runtimes.kvcache import cache_layers, keep_tree_entries
-from gumiho.tree import (CandidatePool, DraftTree, ancestor_matrix, select_nodes, tree_from_candidates,
-                         verify_inputs)
-
+from gumiho.tree import CandidatePool, DraftTree, ancestor_matrix, select_nodes, tree_from_candidates, verify_inputs
 from helpers import tiny_target
 
 VOCAB = 96

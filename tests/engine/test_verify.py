@@ -9,7 +9,6 @@ Significance: a correct engine must give p > 1e-3 (deterministic: fixed seeds);
 the same statistic on deliberately wrong acceptance rules must give p < 1e-6,
 which shows the sample size is large enough for the test to fail when it should.
 """
-import math
 from collections import Counter
 
 import pytest
@@ -20,7 +19,6 @@ import gumiho.decode
 from gumiho import GenerationSettings, TreeSettings, stream
 from gumiho.tree import DraftTree
 from gumiho.verify import Acceptance, accept_sampling, process_logits
-
 from helpers import FixedTreeDrafter, tiny_target
 
 VOCAB, EOS = 6, 1

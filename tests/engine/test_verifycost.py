@@ -8,9 +8,14 @@ import torch
 
 from gumiho import Drafter, DrafterConfig, GenerationSettings, GumihoError, TreeSettings, stream
 from gumiho.proposers import Budget, DraftSession
-from gumiho.verifycost import (VerifyCost, best_node_count, measure_verify_cost, non_decreasing, tokens_needed,
-                               verify_cost_for)
-
+from gumiho.verifycost import (
+    VerifyCost,
+    best_node_count,
+    measure_verify_cost,
+    non_decreasing,
+    tokens_needed,
+    verify_cost_for,
+)
 from helpers import tiny_target
 
 

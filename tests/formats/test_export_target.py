@@ -18,7 +18,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from gumiho import GumihoError, generate, load_target
 from gumiho.export import export_target
 from gumiho.export.__main__ import main as export_main
-
 from helpers import ROOT, tiny_target
 
 LOGITS_ATOL_TINY = 1e-5

@@ -10,13 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from app.heads import head_label
+from app.views.heads import head_label
 from gumiho import GenerationSettings, TreeSettings, load_drafter, stream
 from gumiho.drafter import Drafter, DrafterConfig
 from gumiho.errors import GumihoError
 from gumiho.formats.eagle3 import write_eagle3
 from gumiho.proposers import Budget, DraftSession, as_proposer
-
 from helpers import tiny_target
 
 VOCAB, HIDDEN, LAYERS = 96, 32, 4

@@ -16,10 +16,9 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 from gumiho import GenerationSettings, GumihoError, TreeSettings, stream
-from gumiho.proposers import Budget, DraftSession
 from gumiho.drafter import causal_mask
 from gumiho.formats.official import is_official_source, load_official, read_checkpoint
-
+from gumiho.proposers import Budget, DraftSession
 from helpers import tiny_target
 
 V, H, HEADS, KV_HEADS, LAYERS = 96, 32, 4, 2, 2

@@ -3,14 +3,13 @@ import os
 
 import pytest
 import torch
+from test_official import official_state
 
 import gumiho.registry as registry
 from gumiho import GumihoError, TreeSettings
 from gumiho.loading import DEFAULT_TARGET, load_drafter
 from gumiho.registry import OFFICIAL_TREE, get, lookup, names, resolve
-
 from helpers import tiny_target
-from test_official import official_state
 
 OFFICIAL = {
     "amd/Gumiho-vicuna-7b": "lmsys/vicuna-7b-v1.3",

@@ -5,12 +5,19 @@ import random
 import pytest
 import torch
 
-from gumiho import CopySettings, Drafter, DrafterConfig, GenerationSettings, GumihoError, TreeSettings, stream, \
-    with_copy
-from gumiho.proposers import CopyIndex, LearnedProposer, split_copy
+from gumiho import (
+    CopySettings,
+    Drafter,
+    DrafterConfig,
+    GenerationSettings,
+    GumihoError,
+    TreeSettings,
+    stream,
+    with_copy,
+)
 from gumiho.metrics import summarize
+from gumiho.proposers import CopyIndex, split_copy
 from gumiho.tree import DraftTree, add_chain, verify_inputs
-
 from helpers import OracleDrafter, tiny_target
 
 
@@ -189,8 +196,17 @@ def test_copy_nodes_keep_sampling_exact(base):
     prompt's tokens recur after the prefill, so copy nodes are proposed and accepted."""
     from collections import Counter
 
-    from engine.test_verify import BRANCHES, CONFIGS, N_SAMPLES, NEW_TOKENS, PASS_P, PROMPT, VOCAB, chi_square_p, \
-        exact_distribution
+    from engine.test_verify import (
+        BRANCHES,
+        CONFIGS,
+        N_SAMPLES,
+        NEW_TOKENS,
+        PASS_P,
+        PROMPT,
+        VOCAB,
+        chi_square_p,
+        exact_distribution,
+    )
 
     from helpers import FixedTreeDrafter
 

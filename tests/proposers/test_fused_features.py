@@ -6,14 +6,13 @@ from collections import Counter
 
 import pytest
 import torch
+from engine.test_decode import prompts, run
 
 from gumiho import Drafter, DrafterConfig, GenerationSettings, GumihoError, TreeSettings, load_target, stream
 from gumiho.drafter import default_feature_layers, kind_layout
-from gumiho.proposers import Budget, DraftSession
 from gumiho.loading import load_drafter
-
+from gumiho.proposers import Budget, DraftSession
 from helpers import tiny_target
-from engine.test_decode import prompts, run
 
 TREES = (TreeSettings(total_tokens=8, depth=4, serial_top_k=2),
          TreeSettings(total_tokens=20, depth=7, serial_top_k=4, mlp_keep=4, full_tree_tokens=6))
@@ -265,9 +264,9 @@ def test_eagle_is_listed_only_once_its_drafter_ships(monkeypatch):
     """The registry and the app list the EAGLE-2 drafter of the default target only
     when its folder exists (it is not shipped yet); the bench knows the method anyway
     (a random-weight one, with a warning, until then)."""
-    import app.hub as hub
+    import app.models.hub as hub
     import gumiho.registry as registry
-    from app.inputs import DRAFTER_LABELS, RaceForm, parse_request
+    from app.web.checks.forms import DRAFTER_LABELS, RaceForm, parse_request
     from gumiho.bench import parse_methods
 
     shipped = {k: f"/drafters/smollm2-135m-{k}" for k in ("gumiho", "serial", "parallel")}
@@ -290,7 +289,8 @@ def test_eagle_is_listed_only_once_its_drafter_ships(monkeypatch):
 def test_reports_include_eagle_where_the_records_have_it(tmp_path):
     """compare_drafters compares with eagle by default only when every record ran it;
     the report adds its row and a sentence, and records without it read as before."""
-    from gumiho.bench import compare_drafters as compare, records, report_tables
+    from gumiho.bench import compare_drafters as compare
+    from gumiho.bench import records, report_tables
 
     def record(methods):
         per_prompt = [{"methods": {m: {"new_tokens": 60, "target_forwards": f} for m, f in methods.items()}}] * 4

@@ -15,7 +15,6 @@ from gumiho.drafter import causal_mask
 from gumiho.proposers import Budget, DraftSession
 from gumiho.runtimes.kvcache import keep_tree_entries
 from gumiho.tree import DraftTree
-
 from helpers import tiny_target
 
 VOCAB = 96

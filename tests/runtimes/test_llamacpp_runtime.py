@@ -2,7 +2,6 @@
 tree verification through sequence ids gives every row what token-by-token decoding
 gives it, bit for bit, and speculative decoding emits vanilla's tokens."""
 import os
-import random
 
 import pytest
 import torch
@@ -11,7 +10,6 @@ from gumiho import GenerationSettings, generate, stream
 from gumiho.errors import GumihoError
 from gumiho.runtimes.llamacpp import _tree_sequences
 from gumiho.tree import DraftTree, TreeSettings, verify_inputs
-
 from helpers import OracleDrafter
 
 # Prompts written for this test (not in any bench set): a recipe, code, a question, French.
@@ -79,7 +77,6 @@ def test_a_tree_verify_gives_each_row_the_one_token_forwards_bits(lc_target):
     decoy = lambda t: (t + 101) % 49152  # noqa: E731
     tokens = [ref[0], ref[1], decoy(ref[1]), ref[2], decoy(ref[2]), decoy(ref[3]), ref[3]]
     parents = [-1, 0, 0, 1, 1, 2, 3]
-    depths = [0, 1, 1, 2, 2, 2, 3]
     true_nodes = [0, 1, 3, 6]
     cache = lc_target.new_cache()
     lc_target.forward(ids, 0, cache, last_logits_only=True)
@@ -158,7 +155,7 @@ def test_auto_is_the_default_and_picks_llamacpp_only_where_it_runs(monkeypatch):
     monkeypatch.setenv("GUMIHO_RUNTIME", "torch")  # the library reads no environment: the app and CLIs do
     assert runtime.pick_runtime(None) == "auto" and runtime.pick_runtime("") == "auto"
     assert runtime.pick_runtime("float32") == "torch"
-    from app.hub import runtime_asked
+    from app.models.hub import runtime_asked
     from gumiho.bench.cli import build_parser
 
     assert runtime_asked() == "torch" and runtime.pick_runtime(runtime_asked()) == "torch"  # the app's edge

@@ -20,7 +20,7 @@ from gumiho import generate, load_target
 from gumiho.export.__main__ import main as export_main
 from gumiho.serving import vllm_env
 from gumiho.serving.vllm_env import RegistryUnreachable, ensure_env, run_vllm
-from vllm_fixtures import engine_chain, exported_default, vllm_python  # noqa: F401  (fixtures)
+from vllm_fixtures import engine_chain
 
 PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three prime numbers."]
 MAX_NEW = 24

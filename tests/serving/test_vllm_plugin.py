@@ -44,7 +44,7 @@ from gumiho.bench.prompts import load_prompts, prompt_ids
 from gumiho.export.__main__ import main as export_main
 from gumiho.loading import shipped_drafter_path
 from gumiho.serving.vllm_env import run_vllm
-from vllm_fixtures import engine_chain, exported_default, vllm_python  # noqa: F401  (fixtures)
+from vllm_fixtures import engine_chain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPTS_FILE = os.path.join(ROOT, "benchmarks", "prompts", "mt_bench.jsonl")

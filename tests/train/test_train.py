@@ -13,9 +13,8 @@ from gumiho.train import shards
 from gumiho.train.__main__ import main as train_main
 from gumiho.train.config import TrainConfig, mixed_precision
 from gumiho.train.loop import train
-from gumiho.train.resume import checkpoint_path
 from gumiho.train.objective import LossConfig, draft_forward
-
+from gumiho.train.resume import checkpoint_path
 from helpers import tiny_target
 
 

@@ -4,21 +4,20 @@ a paused run resumes bit for bit, and a signal to one process stops them all at 
 same step instead of leaving the others waiting in a collective."""
 import json
 import os
-from dataclasses import asdict
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import torch
+from test_train import cfg_for, make_shards
 
 from gumiho.train.config import TrainConfig
 from gumiho.train.loop import train
-from gumiho.train.resume import checkpoint_path
 from gumiho.train.objective import LossConfig
-
+from gumiho.train.resume import checkpoint_path
 from helpers import tiny_target
-from test_train import cfg_for, make_shards
 
 WORKER = Path(__file__).resolve().parent / "train_worker.py"
 

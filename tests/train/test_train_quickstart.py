@@ -14,7 +14,6 @@ import pytest
 
 from gumiho.prompts_file import read_prompts
 from gumiho.train.sources import prompts as prompts_mod
-
 from helpers import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -6,20 +6,20 @@ import json
 
 import pytest
 import torch
+from test_train import cfg_for, make_shards
 
 from gumiho import GumihoError
 from gumiho.drafter import Drafter, DrafterConfig
 from gumiho.train import data as tdata
 from gumiho.train import features as tfeatures
 from gumiho.train import shards
-from gumiho.train.__main__ import feature_layer_overrides, main as train_main
+from gumiho.train.__main__ import feature_layer_overrides
+from gumiho.train.__main__ import main as train_main
 from gumiho.train.loop import train
 from gumiho.train.objective import LossConfig, acceptance_rate, draft_forward, draft_loss
 from gumiho.train.states import target_states
 from gumiho.train.widen import widen_to_fused
-
 from helpers import tiny_target
-from test_train import cfg_for, make_shards
 
 LAYERS = (1, 2, 4)  # low, middle, and the final-norm state of a 4-layer target
 

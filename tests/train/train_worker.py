@@ -17,12 +17,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the helpers
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: gumiho
 
-from helpers import tiny_target  # noqa: E402
-
 from gumiho.train.config import TrainConfig  # noqa: E402
 from gumiho.train.loop import train  # noqa: E402
-from gumiho.train.processes import end_processes  # noqa: E402
 from gumiho.train.objective import LossConfig  # noqa: E402
+from gumiho.train.processes import end_processes  # noqa: E402
+from helpers import tiny_target  # noqa: E402
 
 TARGET = dict(family="llama", hidden=32, heads=4, kv_heads=2, seed=2, init=0.3)  # the training tests' target
 

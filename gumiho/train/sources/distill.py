@@ -33,7 +33,6 @@ from __future__ import annotations
 # step under oversubscription). It must be in the environment before the process
 # starts: OpenMP reads it when torch loads, which `import gumiho` already does
 # before this module runs. gumiho.train.gpu sets it for its processes.
-
 import argparse
 import collections
 import os
@@ -45,13 +44,12 @@ import torch
 from tqdm import tqdm
 
 from gumiho.files import file_sha256
-from gumiho.loading import DEFAULT_TARGET_LABEL
 from gumiho.kernels.machine import cpu_has_native_bf16
+from gumiho.loading import DEFAULT_TARGET_LABEL
 from gumiho.prompts_file import Conversation, PromptFileError, read_prompts
 from gumiho.train import launched_processes, shards
 from gumiho.train.sources.answers import generate_greedy, generate_with_hidden, last_hidden, last_hidden_batched
 from gumiho.train.sources.conversation import ConversationTokens
-
 
 # --------------------------------------------------------------------------- one shard
 

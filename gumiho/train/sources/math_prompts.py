@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 
-
 NAMES = ["Alice", "Ben", "Chen", "Dara", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jamal", "Kofi", "Lena",
          "Mateo", "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sam", "Tara"]
 ITEMS = [("apple", "apples"), ("notebook", "notebooks"), ("pencil", "pencils"), ("ticket", "tickets"),

@@ -1,0 +1,92 @@
+"""The words and choices of the race's settings: the tree shapes, the weights the
+default model can race on here, and what the paper's tree and the advanced box
+are for."""
+from __future__ import annotations
+
+import torch
+
+from gumiho.errors import GumihoError
+from gumiho.loading import llamacpp_available, pick_runtime, resolve_runtime
+
+from ..models import gpu
+from ..models.hub import runtime_asked
+from ..web.access import Access
+from ..web.checks.forms import (
+    DEVICE_TREE,
+    PAPER_SHAPE,
+    PAPER_TREE_SETTINGS,
+    SIZED_SHAPE,
+    WEIGHTS_AS_STORED,
+    WEIGHTS_FLOAT32,
+)
+
+TREE_SHAPES = [("sized for this machine (the controls below)", SIZED_SHAPE),
+               (f"the paper's deep tree ({PAPER_TREE_SETTINGS.total_tokens} + {PAPER_TREE_SETTINGS.full_tree_tokens} "
+                f"nodes, depth {PAPER_TREE_SETTINGS.depth}: every head drafts)", PAPER_SHAPE)]
+
+
+WEIGHTS_INFO = ("The default model only (other models run in PyTorch). float32 (the default): its dequantised "
+                "weights in PyTorch, where a verify over a few tokens costs about one forward, as on a GPU, so the "
+                "whole hybrid drafter (serial Transformer and MLP heads) pays; the result line also gives vanilla on "
+                "the 4-bit file, the fastest way to run this model here. As stored: the 4-bit file in llama.cpp, "
+                "where every method is faster but each extra verified token costs about half a plain forward on a "
+                "CPU, so speculation loses (a race left at the default tree drafts that runtime's own: the "
+                "drafter's first guess alone). Drafters that read inner layers (EAGLE-3) run in float32 only.")
+
+
+AS_STORED_LABEL = "4-bit, as the file stores them (llama.cpp)"
+UNAVAILABLE = " (unavailable here)"
+
+
+def weights_choices(native_note: str = "") -> list[tuple[str, str]]:
+    """The weights this server can race the default model on, the race's default
+    first: float32, where the hybrid drafter pays; "as stored" where the hub's default
+    load (load_target's runtime rule, GUMIHO_RUNTIME included) runs the file in llama.cpp,
+    marked unavailable when that runtime died in its trial here (``native_note``: the
+    loaded target's runtime_note)."""
+    choices = [("float32, dequantised (PyTorch)", WEIGHTS_FLOAT32)]
+    try:
+        runtime = resolve_runtime(pick_runtime(runtime_asked()), True, torch.device(gpu.model_device()))
+    except GumihoError:  # an unknown GUMIHO_RUNTIME: the hub's load reports it in the banner
+        runtime = "torch"
+    if runtime == "llama.cpp":
+        choices.append((AS_STORED_LABEL + (UNAVAILABLE if native_note else ""), WEIGHTS_AS_STORED))
+    return choices
+
+
+def weights_info(native_note: str = "") -> str:
+    """WEIGHTS_INFO, and why the 4-bit choice is missing or unavailable when this server
+    cannot offer it."""
+    if native_note:
+        return (WEIGHTS_INFO + f" The 4-bit runtime is unavailable on this server: {native_note}. The races run "
+                f"on float32.")
+    if gpu.model_device() != "cpu":
+        return WEIGHTS_INFO + " On a GPU the default model runs in PyTorch only."
+    if not llamacpp_available():
+        return (WEIGHTS_INFO + " The 4-bit runtime is not installed on this server (llama-cpp-python has no "
+                "wheel on PyPI, and a Space installs wheels only): run the app on your own machine with "
+                "`pip install llama-cpp-python==0.3.36` to race it.")
+    return WEIGHTS_INFO
+
+
+def paper_tree_note() -> str:
+    """What the paper's tree costs here, said before it is picked."""
+    if DEVICE_TREE.depth >= PAPER_TREE_SETTINGS.depth:
+        return "On this GPU the race's own tree is the paper's already."
+    return ("The paper's tree drafts every position, so every head shows in the race. On a CPU each drafted "
+            "token makes the target's verify forward longer, and a step that verifies some 70 tokens costs "
+            "several plain ones: Gumiho then usually runs slower than vanilla. A tree for teaching, not for "
+            "speed; the race's banner gives the speedup it really got.")
+
+
+def advanced_note(access: Access) -> str:
+    """What the advanced box takes: on a public deployment, only what its operator lists."""
+    if access.public:
+        extra = " Folders on this server are accepted too." if access.local_paths else ""
+        return ("This public demo loads only the models it lists: " + ", ".join(f"`{n}`" for n in access.listed())
+                + " (a paper's pair brings its drafter; the hub models need a GPU in practice)." + extra
+                + " Run the app on your own machine (`python app.py`) to try any model.")
+    return ("Any Hugging Face causal LM with full attention (Llama, Qwen2, SmolLM, Mistral…): a hub id (needs the "
+            "Hub to be reachable, or the model already downloaded), a local folder, or a name of the registry "
+            "(such as `amd/Gumiho-vicuna-7b`, which brings its drafter). Give the folder of a drafter trained for it "
+            "with `python -m gumiho.train`; without one, a random drafter is used.")

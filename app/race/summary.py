@@ -1,0 +1,53 @@
+"""What the ``/race`` endpoint returns: a race's texts, counts, acceptance and speedup
+as JSON, the fastest run beside it."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..views.records import RaceResult
+from ..views.render import SAMPLED_TEXTS, speedup
+from .run import TIMING
+
+
+def summary(result: RaceResult, prompt: str) -> dict:
+    """What the /race API endpoint returns."""
+
+    def run(r, st):
+        return {"text": r.text, "tokens": [t for ev in r.events for t in ev.tokens], "new_tokens": st.new_tokens,
+                "target_forwards": st.target_forwards, "tau": round(st.tau, 4), "wall_s": round(r.wall_s, 4),
+                "tokens_per_s": round(st.tokens_per_s, 3), "finish_reason": r.finish_reason}
+
+    def acceptance(st, depth):
+        # As the page's plot shows them: share of verify steps whose accepted draft
+        # length is >= d, that share over the one at d-1, and the part of the first
+        # whose token at d was copied from the context rather than drafted by a head.
+        return {"verify_steps": st.verify_steps,
+                "acceptance_by_position": [round(x, 4) for x in st.acceptance_by_position(depth)],
+                "conditional_acceptance_by_position":
+                    [round(x, 4) for x in st.conditional_acceptance_by_position(depth)],
+                "copied_acceptance_by_position": [round(x, 4) for x in st.copied_acceptance_by_position(depth)]}
+
+    v_stats, g_stats = result.vanilla.stats(), result.gumiho.stats()
+    sp = speedup(result)
+    return {"ok": True, "message": "", "prompt": prompt, "prompt_tokens": result.prompt_tokens, "model": result.model,
+            "drafter": result.notes[0] if result.notes else "", "drafter_note": result.drafter_note,
+            "vanilla": run(result.vanilla, v_stats),
+            "gumiho": {**run(result.gumiho, g_stats), **acceptance(g_stats, result.gumiho.depth)},
+            "speedup": round(sp[0], 4) if sp else None, "speedup_kind": sp[1] if sp else None,
+            "texts_note": SAMPLED_TEXTS if result.temperature > 0 else "",
+            "timing": TIMING.get(result.scheme, result.scheme), "runtime": result.runtime, "weights": result.weights,
+            "runtime_note": result.runtime_note, "fastest": fastest_summary(result)}
+
+
+def fastest_summary(result: RaceResult) -> Optional[dict]:
+    """The fastest way to run the model here, timed alone after the race (None when
+    the race ran on the model as loaded, or was stopped)."""
+    f = result.fastest
+    if f is None:
+        return None
+    v = result.vanilla.stats().tokens_per_s
+    st = f.stats
+    return {"method": "vanilla", "runtime": f.runtime, "weights": f.weights, "new_tokens": st.new_tokens,
+            "wall_s": round(st.wall_s, 4), "tokens_per_s": round(st.tokens_per_s, 3),
+            "over_race_vanilla": round(st.tokens_per_s / v, 4) if v > 0 else None,
+            "text_same_as_race_vanilla": f.text_same}

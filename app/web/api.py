@@ -1,0 +1,119 @@
+"""The API's endpoints, for clients rather than the page, answered as JSON: ``/race``
+(one race: app.race.summary.summary), ``/walkthrough`` (one generation looked at
+verify step by verify step: app.walkthrough.summary.walk_summary) and ``/compare`` (one
+prompt decoded by every shipped drafter: app.compare.summary.compare_summary)."""
+from __future__ import annotations
+
+import inspect
+import threading
+
+import gradio as gr
+
+from ..compare.run import CompareForm, compute_compare, parse_compare
+from ..compare.summary import compare_summary
+from ..models.hub import ModelHub
+from ..race.run import compute_race, on_model_thread, until_ready
+from ..race.summary import summary
+from ..walkthrough.steps import PAPER_TREE, compute_walk, walk_request
+from ..walkthrough.summary import walk_summary
+from .checks.forms import COPY_DEFAULT, DEVICE_TREE, SIZED_SHAPE, RaceForm, parse_request
+from .shared import GENERATE, friendly
+
+
+def add_api(hub: ModelHub) -> dict:
+    """Register ``/race``, ``/walkthrough`` and ``/compare`` on the Blocks being built; return each
+    one's parameters' defaults in order (None for the prompt, which has none), by
+    name, for app.web.checks.requests to complete short calls."""
+
+    # A function of its own, not a bound one: Gradio reads the endpoint's parameters,
+    # their types and defaults, and its description from this signature and docstring.
+    async def race_api(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
+                       seed: int = 0, tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.serial_top_k,
+                       tree_nodes: int = DEVICE_TREE.total_tokens, drafter: str = "gumiho", target: str = "",
+                       drafter_path: str = "", tree_cost_aware: bool = DEVICE_TREE.cost_aware,
+                       copy_from_context: bool = COPY_DEFAULT, target_weights: str = "") -> dict:
+        """Run vanilla and Gumiho decoding of one prompt, timed in alternation (each on its own clock: the
+        sum of its own steps), and return both texts with their statistics (tau, tokens/s, target forwards,
+        wall time) and the speedup; for Gumiho also acceptance by draft position (unconditional,
+        conditional, and the part copied from the context). With tree_cost_aware, tree_nodes is the
+        most drafted tokens a step verifies. With copy_from_context, the copy proposer drafts beside the drafter (tokens that
+        followed the same words earlier in the prompt or the answer). target_weights: "as stored" runs the default
+        model's 4-bit file in llama.cpp, "float32" (and "", the default) its dequantised weights in PyTorch, where
+        the whole hybrid drafter pays; the answer's runtime and weights say which ran, and its fastest gives vanilla
+        on the 4-bit file, timed alone after the race, when the race ran float32."""
+        form = RaceForm(prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes, drafter,
+                        target, drafter_path, tree_cost_aware, copy_from_context, target_weights)
+        return await api_race(hub, form)
+
+    # No concurrency limit of Gradio's: the model thread is the queue, and it refuses
+    # work beyond its bound with "The server is busy" (app/web/shared.py says why).
+    gr.api(race_api, api_name="race", concurrency_id=GENERATE, concurrency_limit=None)
+
+    async def walkthrough_api(prompt: str, max_new_tokens: int = 24, tree: str = PAPER_TREE,
+                              drafter: str = "gumiho") -> dict:
+        """Generate greedily with the walkthrough's tree ("paper": the paper's shape, every head drafts;
+        "race": the race's tree for this machine) and return every verify step: the draft tree's nodes
+        (text, parent, depth, the head that proposed it, its draft probability), the accepted path, the
+        target's own choice at each depth, and the text."""
+        try:
+            req = walk_request(RaceForm(prompt, max_new_tokens, drafter=drafter), tree, hub.access)
+            await until_ready(hub)
+            stop = threading.Event()
+            return walk_summary(await on_model_thread(lambda: compute_walk(hub, req, stop), hub.submit, stop), prompt)
+        except Exception as e:
+            return error_summary(friendly(e), prompt)
+
+    gr.api(walkthrough_api, api_name="walkthrough", concurrency_id=GENERATE, concurrency_limit=None)
+
+    async def compare_api(prompt: str, max_new_tokens: int = 64, tree_shape: str = SIZED_SHAPE,
+                          tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.serial_top_k,
+                          tree_nodes: int = DEVICE_TREE.total_tokens, tree_cost_aware: bool = DEVICE_TREE.cost_aware,
+                          target_weights: str = "", copy_alone: bool = False, gumiho_with_copy: bool = False) -> dict:
+        """Decode one prompt greedily with vanilla decoding and with every drafter shipped for the default model
+        (gumiho, all-serial, all-parallel, eagle3; copy_alone and gumiho_with_copy add the copy proposer alone
+        and beside Gumiho), all with one tree (tree_shape "sized": the tree settings given; "paper": the paper's
+        tree) and one runtime (target_weights as in /race), each timed on its own clock in turns. Returns per
+        drafter its text and whether it is vanilla's, tau, tokens/s, speedup, drafting and verify seconds,
+        acceptance by position (unconditional and conditional), the positions its serial and MLP heads drafted
+        and its size in parameters; the drafters that could not run, with the reason; and sentences written
+        from the figures."""
+        return await api_compare(hub, CompareForm(prompt, max_new_tokens, tree_depth, tree_top_k, tree_nodes,
+                                                  tree_cost_aware, tree_shape, target_weights, copy_alone,
+                                                  gumiho_with_copy))
+
+    gr.api(compare_api, api_name="compare", concurrency_id=GENERATE, concurrency_limit=None)
+    return {fn.__name__.removesuffix("_api"): [None if p.default is inspect.Parameter.empty else p.default
+                                              for p in inspect.signature(fn).parameters.values()]
+            for fn in (race_api, walkthrough_api, compare_api)}
+
+
+async def api_race(hub: ModelHub, form: RaceForm) -> dict:
+    """The /race endpoint's work. Async so that a client's cancel reaches it (an
+    asyncio cancellation at the await), and with it the model thread: the job leaves
+    its queue, or the running generation stops at its next step."""
+    try:
+        req = parse_request(form, hub.access)
+        if not req.target:
+            await until_ready(hub)
+        stop = threading.Event()
+        return summary(await on_model_thread(lambda: compute_race(hub, req, stop), hub.submit, stop), form.prompt)
+    except Exception as e:
+        return error_summary(friendly(e), form.prompt)
+
+
+async def api_compare(hub: ModelHub, form: CompareForm) -> dict:
+    """The /compare endpoint's work, cancelled as /race's is (:func:`api_race`)."""
+    try:
+        req = parse_compare(form, hub.access)
+        await until_ready(hub)
+        stop = threading.Event()
+        return compare_summary(await on_model_thread(lambda: compute_compare(hub, req, stop), hub.submit, stop),
+                               form.prompt)
+    except Exception as e:
+        return error_summary(friendly(e), form.prompt)
+
+
+def error_summary(message: str, prompt) -> dict:
+    # The prompt is echoed only when it is valid text: a lone surrogate cannot be sent back as JSON.
+    echo = prompt if isinstance(prompt, str) and prompt.encode("utf-8", "replace").decode("utf-8") == prompt else None
+    return {"ok": False, "message": message, "prompt": echo}

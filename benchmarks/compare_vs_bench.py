@@ -41,7 +41,7 @@ def compare_taus(prompts: str, limit: int, max_new_tokens: int) -> dict:
     """Each drafter's tau over the same prompts, from the app's comparison."""
     from app.compare.run import CompareForm, compute_compare, parse_compare
     from app.models.hub import ModelHub
-    from gumiho.bench.prompts import load_prompts
+    from gumiho.bench.prompt_sets import load_prompts
     from gumiho.loading import load_target
 
     hub = ModelHub(default_loader=lambda: load_target(None, runtime="torch"), warmup=False).start()

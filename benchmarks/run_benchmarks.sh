@@ -18,7 +18,7 @@ for set in mt_bench humaneval gsm8k alpaca qa sum; do
 done
 [[ $REPORT == 1 ]] || exit 0
 # This engine beside vLLM and transformers (batch 1; vLLM also at 8 and 32), on a machine doing nothing else.
-# Both 4-bit files (gumiho.runtimes.layouts) and every candidate layout's verify cost curve.
+# Both 4-bit files (gumiho.runtimes.llamacpp_files) and every candidate layout's verify cost curve.
 [[ -f benchmarks/engines/mt_bench.json ]] || "$PY" -m gumiho.bench.engines --prompts benchmarks/prompts/mt_bench.jsonl \
   --limit 10 --max-new-tokens 64 --batch-sizes '' --out benchmarks/engines/mt_bench.json
 # The 4-bit layouts: exactness against float32 per prompt set, the drafter's share of a step, the

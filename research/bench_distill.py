@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
 
+    from gumiho.files.prompt_files import PromptFileError, read_prompts
     from gumiho.loading import load_target
-    from gumiho.prompts_file import PromptFileError, read_prompts
     from gumiho.train.sources.distill import distill_conversations
 
     torch.set_num_threads(args.threads)

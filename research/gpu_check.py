@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: torch sees no CUDA GPU here; run on a machine with one, or --device cpu", file=sys.stderr)
         return 2
-    from app.models import gpu
+    from app.models import zerogpu
     from app.models.hub import ModelHub
     from app.race.run import compute_race
     from app.walkthrough.steps import compute_walk, walk_request
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     from gumiho import GenerationSettings, stream
     from gumiho.loading import load_target
 
-    gpu.model_device = lambda: args.device  # the device the hub loads on and sizes trees for
+    zerogpu.model_device = lambda: args.device  # the device the hub loads on and sizes trees for
     t0 = time.perf_counter()
     hub = ModelHub(default_loader=lambda: load_target(None, device=args.device)).start()
     hub.wait_ready()

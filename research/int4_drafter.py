@@ -16,7 +16,7 @@ import time
 import torch
 
 from gumiho import GenerationSettings, TreeSettings, generate, with_copy
-from gumiho.bench.prompts import load_prompts, prompt_ids
+from gumiho.bench.prompt_sets import load_prompts, prompt_ids
 from gumiho.loading import load_drafter, load_target, shipped_drafter_path
 
 

@@ -15,12 +15,13 @@ import statistics
 import time
 
 from gumiho.bench.llamacpp_served import complete
-from gumiho.bench.prompts import load_prompts, prompt_ids
+from gumiho.bench.prompt_sets import load_prompts, prompt_ids
 from gumiho.decode import GenerationSettings, generate
+from gumiho.formats.gguf_target import default_target_file
 from gumiho.loading import load_target
 from gumiho.serving.lifecycle import free_port, start_process, wait_until_serving
 from gumiho.serving.llamacpp_build import ensure_server
-from gumiho.serving.llamacpp_command import default_target_file, server_command, stop
+from gumiho.serving.llamacpp_command import server_command, stop
 
 
 def main() -> None:

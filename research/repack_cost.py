@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from gumiho import GenerationSettings, generate
-from gumiho.bench.prompts import load_prompts, prompt_ids
+from gumiho.bench.prompt_sets import load_prompts, prompt_ids
 from gumiho.loading import load_target
 from gumiho.runtimes.llamacpp import LlamaCppRuntime
 from gumiho.runtimes.native_probe import cpu_signature

@@ -1,6 +1,6 @@
 """Where a speculative step's time goes on the llama.cpp runtime: the drafter's share
 beside the target's verify forward, for chains of 1-3 drafted tokens, on each 4-bit
-file (gumiho.runtimes.layouts), against a vanilla step; with the drafter in bfloat16
+file (gumiho.runtimes.llamacpp_files), against a vanilla step; with the drafter in bfloat16
 and with its 4-bit products (gumiho.kernels.int4linear, the default beside this runtime where
 the CPU takes them), interleaved prompt by prompt.
 
@@ -22,7 +22,7 @@ import torch
 
 import gumiho.decode as decode
 from gumiho import GenerationSettings, generate
-from gumiho.bench.prompts import load_prompts, prompt_ids
+from gumiho.bench.prompt_sets import load_prompts, prompt_ids
 from gumiho.loading import load_drafter, load_target, shipped_drafter_path
 from gumiho.tree import TreeSettings
 

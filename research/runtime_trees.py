@@ -31,7 +31,7 @@ def main():
     ap.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
     ap.add_argument("--limit", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--layout", default=None, help="the llama.cpp runtime's file (gumiho.runtimes.layouts: q4_0, q4_1)")
+    ap.add_argument("--layout", default=None, help="the llama.cpp runtime's file (gumiho.runtimes.llamacpp_files: q4_0, q4_1)")
     args = ap.parse_args()
     target = load_target(runtime=args.runtime, layout=args.layout)
     drafter = load_drafter(shipped_drafter_path("gumiho"), target)

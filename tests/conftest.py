@@ -15,39 +15,5 @@ import torch  # noqa: E402
 # two-core machine the workers wait on each other far longer than they compute.
 torch.set_num_threads(1)
 
-
-# The tiers (pytest.ini registers the markers). One table here rather than a decorator
-# per test, so the tiers can be read, and changed, in one place: a test module, or one
-# test of a module (its name's start), and the marks it gets. "slow": a minute or so of
-# the real default model, a new environment or the training commands; measured with
-# `python -m pytest --durations=40` on two cores.
-TIERS = {
-    "app/test_app_browser.py": ("browser", "slow"),
-    "app/test_figures_browser.py": ("browser",),
-    "serving/test_vllm": ("vllm", "slow"),
-    "serving/test_llamacpp_server.py": ("llamacpp", "slow"),
-    "app/test_space_rehearsal.py": ("slow",),
-    "app/test_app_concurrency.py::test_eight_simultaneous_sessions": ("slow",),
-    "bench/test_acceptance_guard.py": ("slow",),
-    "app/test_compare.py::test_each_drafters_tau_is_the_benchmarks": ("slow",),
-    "app/test_compare_browser.py": ("browser", "slow"),
-    "engine/test_default_model.py": ("slow",),
-    "formats/test_export_target.py::test_the_default_target": ("slow",),
-    "runtimes/test_llamacpp_runtime.py::test_a_long_prompt": ("slow",),
-    "runtimes/test_llamacpp_runtime.py::test_the_shipped_drafter_is_lossless_on_a_long_prompt": ("slow",),
-    "runtimes/test_llamacpp_runtime.py::test_rows_after_a_long_context": ("slow",),
-    "runtimes/test_llamacpp_layouts.py::test_the_runtime_runs_the_file_it_names": ("slow",),
-    "train/test_train_quickstart.py": ("slow",),
-    "train/test_train_distributed.py": ("slow",),
-}
-
-
-def pytest_collection_modifyitems(config, items):
-    import pytest
-
-    for item in items:
-        where = item.nodeid.removeprefix("tests/")
-        for prefix, marks in TIERS.items():
-            if where.startswith(prefix):
-                for mark in marks:
-                    item.add_marker(getattr(pytest.mark, mark))
+# The tiers (pytest.ini's markers: slow, browser, vllm, llamacpp) are kept where the tests are:
+# a module's `pytestmark`, or a test's own decorator, so a renamed test keeps its tier.

@@ -90,6 +90,16 @@ def test_no_import_circles():
         assert _cycles(_graph(top)) == [], top
 
 
+def test_serving_and_export_do_not_import_each_other():
+    """The engines this project drives (serving/) and the files it writes (export/) share
+    what both need through formats/, never through each other."""
+    graph = _graph("gumiho")
+    for a, b in (("gumiho.serving", "gumiho.export"), ("gumiho.export", "gumiho.serving")):
+        crossing = sorted(f"{m} -> {d}" for m, deps in graph.items() if m.startswith(a) for d in deps
+                          if d.startswith(b))
+        assert crossing == [], crossing
+
+
 def test_the_app_is_grouped_by_feature():
     """At most six loose modules at app/'s top: the rest live in a package per thing a
     visitor sees (race, compare, walkthrough) and per shared part (views, models, web)."""

@@ -25,8 +25,8 @@ import torch.nn as nn
 from gumiho import GenerationSettings, GenerationStats, GumihoError, TreeSettings, metrics, stream
 from gumiho.proposers import with_copy
 
-from ..models.gpu import on_gpu
 from ..models.hub import ModelHub
+from ..models.zerogpu import on_gpu
 from ..race.run import Lane, fewest_tokens, race_settings, run_in_turns
 from ..views.records import RunRecord, record
 from ..web.checks.forms import DRAFTER_LABELS, RaceForm, check_prompt_length, flag, parse_request
@@ -191,7 +191,7 @@ def _drafter_parameters(drafter) -> int:
     return sum(p.numel() for p in base.parameters()) if isinstance(base, nn.Module) else 0
 
 
-@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/models/gpu.py); elsewhere unchanged
+@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/models/zerogpu.py); elsewhere unchanged
 def compute_compare(hub: ModelHub, req: CompareRequest, stop: threading.Event,
                     progress: Optional[CompareProgress] = None,
                     now: Callable[[], float] = time.perf_counter) -> Comparison:

@@ -32,7 +32,7 @@ from gumiho.proposers import LearnedProposer
 
 from ..web.access import Access, is_default
 from ..web.checks.forms import DRAFTER_KINDS, DRAFTER_LABELS, MAX_WAITING, WEIGHTS_AS_STORED
-from . import gpu
+from . import zerogpu
 from .worker import ModelThread
 
 log = logging.getLogger("gumiho.app")
@@ -93,7 +93,7 @@ def runtime_asked() -> Optional[str]:
 def load_default() -> Target:
     """The default model as this server runs it: on its device, with the runtime and
     4-bit layout its operator asked for (GUMIHO_RUNTIME, GUMIHO_LAYOUT)."""
-    return load_target(None, device=gpu.model_device(), runtime=runtime_asked(),
+    return load_target(None, device=zerogpu.model_device(), runtime=runtime_asked(),
                        layout=os.environ.get("GUMIHO_LAYOUT") or None)
 
 
@@ -180,20 +180,20 @@ class ModelHub:
         self._custom: Optional[tuple[str, Target]] = None
         self._started = False
         self._worker = ModelThread(max_waiting or MAX_WAITING)
-        self.gpu_key = gpu.remember_hub(self)  # how a ZeroGPU worker finds its copy of this hub
+        self.gpu_key = zerogpu.remember_hub(self)  # how a ZeroGPU worker finds its copy of this hub
 
     # -- the default target, in the background -----------------------------------------
 
     def start(self) -> "ModelHub":
         """Start loading the default model: on the model thread, behind the page; on
         a ZeroGPU Space here and now, on the calling (main) thread, where `spaces`
-        patched torch, and before the server launches (app/models/gpu.py says why)."""
+        patched torch, and before the server launches (app/models/zerogpu.py says why)."""
         with self._lock:
             if self._started:
                 return self
             self._started = True
             self.state = "loading"
-        if gpu.ZERO_GPU:
+        if zerogpu.ZERO_GPU:
             self._load_default()
         else:
             self._worker.submit(self._load_default)
@@ -212,7 +212,7 @@ class ModelHub:
             drafter = self.resolve("", "gumiho", "").drafter
             # On ZeroGPU this process has no GPU (its "cuda" tensors are stand-ins), so
             # there is nothing here to warm: every GPU worker starts afresh.
-            if self._warmup and not gpu.ZERO_GPU:
+            if self._warmup and not zerogpu.ZERO_GPU:
                 self._warm(target, drafter)
             self.load_s = time.perf_counter() - t0
             self.state = "ready"

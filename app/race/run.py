@@ -37,8 +37,8 @@ import torch
 
 from gumiho import GenerationSettings, GumihoError, StepEvent, Target, TreeSettings, stream, summarize
 
-from ..models.gpu import on_gpu
 from ..models.hub import ModelHub
+from ..models.zerogpu import on_gpu
 from ..views.records import FastestRun, RaceResult, record
 from ..web.checks.forms import DEVICE_TREE, Request, check_prompt_length
 
@@ -263,7 +263,7 @@ def run_in_turns(lanes: list[Lane], stop: threading.Event, pick: Callable[[list[
                 lane.close()
 
 
-@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/models/gpu.py); elsewhere unchanged
+@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/models/zerogpu.py); elsewhere unchanged
 def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: Optional[Progress] = None,
                  scheme: str = "alternating", now: Callable[[], float] = time.perf_counter) -> RaceResult:
     progress = progress or Progress()

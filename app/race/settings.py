@@ -8,7 +8,7 @@ import torch
 from gumiho.errors import GumihoError
 from gumiho.loading import llamacpp_available, pick_runtime, resolve_runtime
 
-from ..models import gpu
+from ..models import zerogpu
 from ..models.hub import runtime_asked
 from ..web.access import Access
 from ..web.checks.forms import (
@@ -46,7 +46,7 @@ def weights_choices(native_note: str = "") -> list[tuple[str, str]]:
     loaded target's runtime_note)."""
     choices = [("float32, dequantised (PyTorch)", WEIGHTS_FLOAT32)]
     try:
-        runtime = resolve_runtime(pick_runtime(runtime_asked()), True, torch.device(gpu.model_device()))
+        runtime = resolve_runtime(pick_runtime(runtime_asked()), True, torch.device(zerogpu.model_device()))
     except GumihoError:  # an unknown GUMIHO_RUNTIME: the hub's load reports it in the banner
         runtime = "torch"
     if runtime == "llama.cpp":
@@ -60,7 +60,7 @@ def weights_info(native_note: str = "") -> str:
     if native_note:
         return (WEIGHTS_INFO + f" The 4-bit runtime is unavailable on this server: {native_note}. The races run "
                 f"on float32.")
-    if gpu.model_device() != "cpu":
+    if zerogpu.model_device() != "cpu":
         return WEIGHTS_INFO + " On a GPU the default model runs in PyTorch only."
     if not llamacpp_available():
         return (WEIGHTS_INFO + " The 4-bit runtime is not installed on this server (llama-cpp-python has no "

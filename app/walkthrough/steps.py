@@ -15,8 +15,8 @@ from typing import Optional
 from gumiho import GenerationSettings, GumihoError, stream
 from gumiho.heads import HeadFamily
 
-from ..models.gpu import on_gpu
 from ..models.hub import ModelHub
+from ..models.zerogpu import on_gpu
 from ..views.records import DrafterLayout, StepView, step_views
 from ..views.render import esc, render_steps, token_mark, visible
 from ..web.access import Access
@@ -165,7 +165,7 @@ def _piece(tok, ctx: list[int], token: int) -> str:
     return full[len(base):] if full.startswith(base) else full
 
 
-@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/models/gpu.py); elsewhere unchanged
+@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/models/zerogpu.py); elsewhere unchanged
 def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = None,
                  progress: Optional["WalkProgress"] = None) -> Walk:
     progress = progress or WalkProgress()

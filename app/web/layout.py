@@ -18,7 +18,7 @@ from ..models.hub import ModelHub
 
 # Reached as app.web.layout.<name> by the tests and by callers from before the page had
 # parts: the error path, the autoplay button's words, the /race work, and the model
-# work the page runs (a ZeroGPU Space must see it wrapped for the GPU, app/models/gpu.py).
+# work the page runs (a ZeroGPU Space must see it wrapped for the GPU, app/models/zerogpu.py).
 from ..race.run import compute_race  # noqa: F401
 from ..race.tab import add_race_tab
 from ..walkthrough.steps import compute_walk  # noqa: F401

@@ -8,7 +8,7 @@ from typing import Optional
 
 from starlette.middleware import Middleware
 
-from ..models import gpu
+from ..models import zerogpu
 from ..models.hub import ModelHub
 from .checks.requests import Guard, page_events, results_pending, session_blocks
 from .layout import build_app, load_css
@@ -37,14 +37,14 @@ def serve(host: Optional[str] = None, port: Optional[int] = None, hub: Optional[
     """Build and launch the app on ``host:port`` (default: GRADIO_SERVER_NAME /
     GRADIO_SERVER_PORT, else 127.0.0.1:7860), then start loading the model in
     the background, so the first page is served before the model is ready. On a
-    ZeroGPU Space the model loads first instead, before the launch (app/models/gpu.py)."""
+    ZeroGPU Space the model loads first instead, before the launch (app/models/zerogpu.py)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if not getattr(sys.unraisablehook, "quiets_leaked_loops", False):
         sys.unraisablehook = _quiet_leaked_event_loops(sys.unraisablehook)
     host = host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = int(port or os.environ.get("GRADIO_SERVER_PORT") or 7860)
     hub = hub or ModelHub()
-    if gpu.ZERO_GPU:
+    if zerogpu.ZERO_GPU:
         hub.start()
     demo = build_app(hub)
     # No run history: visitors' prompts are not recorded anywhere. No error text of

@@ -42,7 +42,7 @@ from .methods import (
                       registry_lookup,
                       resolve_drafters,
 )
-from .prompts import Prompt, load_prompts, prompt_ids
+from .prompt_sets import Prompt, load_prompts, prompt_ids
 from .runner import TABLE_POSITIONS, BenchSettings, run_benchmark
 from .table import format_table
 

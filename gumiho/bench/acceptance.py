@@ -29,8 +29,8 @@ from typing import Optional
 
 from ..decode import GenerationSettings, stream
 from ..errors import GumihoError
+from ..files.prompt_files import read_prompts
 from ..metrics import summarize
-from ..prompts_file import read_prompts
 from ..tree import TreeSettings
 
 DEPTH = 7

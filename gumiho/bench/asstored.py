@@ -23,7 +23,7 @@ from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
 from ..loading import load_target
 from ..verifycost import measure_verify_cost
-from .prompts import load_prompts, prompt_ids
+from .prompt_sets import load_prompts, prompt_ids
 from .records import save
 
 

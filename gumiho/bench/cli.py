@@ -19,7 +19,7 @@ from ..loading import DEFAULT_TARGET_LABEL, DRAFTER_DTYPES, load_target
 from ..proposers import CopySettings, as_proposer
 from ..tree import TreeSettings
 from .methods import DRAFTER_FLAGS, HF_LOOKUP_TOKENS, METHODS, is_default_target, registry_lookup, resolve_drafters
-from .prompts import load_prompts
+from .prompt_sets import load_prompts
 from .runner import BenchSettings, run_benchmark
 from .table import format_table
 

@@ -60,14 +60,14 @@ from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
 from ..kernels.machine import cpu_summary
 from ..loading import llamacpp_available, load_target
-from ..runtimes.layouts import DEFAULT_LAYOUT, LAYOUTS, SHIPPED_LAYOUT
 from ..runtimes.llamacpp import KV_TYPE
+from ..runtimes.llamacpp_files import DEFAULT_LAYOUT, LAYOUTS, SHIPPED_LAYOUT
 from .layouts import SIZES, candidate_targets, format_curves, verify_curves
 from .llamacpp_served import ENGINE as SERVER_ENGINE
 from .llamacpp_served import K as SERVER_K
 from .llamacpp_served import paired_ratio, server_rows
 from .methods import resolve_drafters
-from .prompts import load_prompts, prompt_ids
+from .prompt_sets import load_prompts, prompt_ids
 from .records import save
 from .runner import BenchSettings, run_benchmark
 from .served import GUMIHO_K
@@ -99,7 +99,7 @@ def runtime_engine(layout) -> str:
 
 def llamacpp_rows(prompts, ids: list, max_new: int, threads: int, log) -> tuple[list[dict], dict]:
     """The 4-bit files: this engine on the llama.cpp runtime with each file it offers
-    (gumiho.runtimes.layouts), and llama-cpp-python itself on each; with the bench records
+    (gumiho.runtimes.llamacpp_files), and llama-cpp-python itself on each; with the bench records
     of the runtime's rows."""
     rows, records = [], {}
     for layout in LAYOUTS.values():
@@ -171,7 +171,7 @@ def vllm_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Pat
     at ``batch_sizes`` too. One engine start per method serves its batch sizes in turn
     (after a warm-up); a batch of B repeats the prompts to fill one generate call of B
     requests. Every row's tokens are checked against vanilla's at the same batch size."""
-    from ..export.transformers_folder import export_target
+    from ..formats.transformers_folder import export_target
     from ..serving.vllm_env import ensure_env, run_vllm
     from .served import vllm_configs
 
@@ -195,7 +195,7 @@ def vllm_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Pat
 def vllm_served_rows(target, ids: list, max_new: int, batch_sizes: list[int], work: Path, log) -> list[dict]:
     """vLLM vanilla, eagle3 and gumiho at batch 1 and ``batch_sizes``, interleaved: one
     server per method, the same requests sent to each in turn (gumiho.bench.served)."""
-    from ..export.transformers_folder import export_target
+    from ..formats.transformers_folder import export_target
     from ..serving.vllm_env import ensure_env
     from .served import default_configs, served_rows
 
@@ -354,7 +354,7 @@ def main(argv=None) -> int:
     if not args.vllm_only:
         settings.update({"engine": f"torch {torch.__version__}, {args.threads} threads, the device's tree",
                          "engine, llama.cpp runtime": "the runtime's tree, a chain of one (TreeSettings.for_target), "
-                                                      "its default file (gumiho.runtimes.layouts)",
+                                                      "its default file (gumiho.runtimes.llamacpp_files)",
                          "llama.cpp": f"llama-cpp-python 0.3.36, {args.threads} threads, the shipped Q4_1 file and the "
                                       f"runtime's file; defaults: flash attention off, float16 cache"})
     result = {"prompts_file": os.path.basename(args.prompts), "prompts": len(prompts),

@@ -10,7 +10,7 @@ in each, and what each costs in exactness against the float32 weights.
   spreads over all of them; medians, and each as a multiple of its own one-token
   forward. Candidates: PyTorch's kernels on the float32 and bfloat16 weights (the torch
   runtime), and llama.cpp on the shipped Q4_1 file and on the same weights rewritten
-  by llama.cpp's quantiser (gumiho.runtimes.layouts.CANDIDATES).
+  by llama.cpp's quantiser (gumiho.runtimes.llamacpp_files.CANDIDATES).
 * exactness, per prompt set: along the float32 target's own greedy continuation (one
   token per forward, as decoding runs), how often each layout's greedy choice differs,
   and where the free-running texts part (as gumiho.bench.asstored measures it).
@@ -30,11 +30,11 @@ from ..decode import GenerationSettings, generate
 from ..errors import GumihoError
 from ..kernels.machine import cpu_summary
 from ..loading import default_target_files, load_target
-from ..runtimes.layouts import CANDIDATES, layout_file
 from ..runtimes.llamacpp import LlamaCppRuntime
+from ..runtimes.llamacpp_files import CANDIDATES, layout_file
 from ..target import Target
 from .asstored import one_token_rows
-from .prompts import load_prompts, prompt_ids
+from .prompt_sets import load_prompts, prompt_ids
 from .records import save
 
 SIZES = (1, 2, 4, 8, 16)

@@ -55,9 +55,10 @@ def server_rows(ids: list[list[int]], max_new: int, threads: int, work: Path, we
     own row measured beside the servers, prompt by prompt, for a paired comparison."""
     from ..drafter import Drafter
     from ..formats.eagle3_gguf import write_eagle3_gguf
+    from ..formats.gguf_target import default_target_file
     from ..loading import shipped_drafter_path
     from ..serving.llamacpp_build import ensure_server
-    from ..serving.llamacpp_command import default_target_file, server_command, stop
+    from ..serving.llamacpp_command import server_command, stop
 
     binary = ensure_server(log=log)
     target_file = default_target_file()

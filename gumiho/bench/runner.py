@@ -21,7 +21,7 @@ from ..target import Target
 from ..tree import TreeSettings
 from ..verifycost import tokens_needed, verify_cost_for
 from .methods import HFGenerate
-from .prompts import as_prompt, prompt_ids
+from .prompt_sets import as_prompt, prompt_ids
 
 # Acceptance positions every drafter method's record holds at least, and the table's
 # columns (every drafter kind reaches 7).

@@ -12,8 +12,8 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-from ..checkpoint import compare_shapes, meta_shapes, safetensors_shapes, unreadable
 from ..errors import GumihoError
+from ..files.checkpoint import compare_shapes, meta_shapes, safetensors_shapes, unreadable
 from ..kernels.cpulinear import PackedWeight
 from ..kernels.int4linear import available as int4_available
 from ..kernels.int4linear import current as int4_current
@@ -233,7 +233,7 @@ class Drafter(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def save(self, folder: str, dtype: Optional[torch.dtype] = None):
-        from ..tensorfile import save_tensors
+        from ..files.tensors import save_tensors
 
         os.makedirs(folder, exist_ok=True)
         state = {k: v.detach().contiguous() for k, v in self.state_dict().items()}

@@ -8,8 +8,8 @@ import argparse
 import sys
 
 from ..errors import GumihoError
+from ..formats import transformers_folder as target
 from . import eagle3, gguf, gumiho
-from . import transformers_folder as target
 
 SUBCOMMANDS = {
     "target": (target.add_arguments, target.run),

@@ -41,8 +41,8 @@ def export(args) -> str:
     """Export; returns a one-line summary."""
     from ..drafter import Drafter
     from ..formats.eagle3_gguf import WHY_NOT_GUMIHO, write_eagle3_gguf
+    from ..formats.gguf_target import check_target_file
     from ..loading import check_drafter_source, shipped_drafter_path
-    from ..serving.llamacpp_command import check_target_file
 
     src = shipped_drafter_path("eagle3") if args.src == "shipped" else args.src
     if src is None:

@@ -50,9 +50,9 @@ from typing import Optional
 
 import torch
 
-from ..checkpoint import compare_shapes, file_shapes, first_file, meta_shapes, read_checkpoint
 from ..drafter import Drafter, DrafterConfig, default_feature_layers
 from ..errors import GumihoError
+from ..files.checkpoint import compare_shapes, file_shapes, first_file, meta_shapes, read_checkpoint
 
 EAGLE_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
 LAYOUTS = ("eagle", "speculators")
@@ -309,7 +309,7 @@ def write_eagle3(drafter: Drafter, out: str, target_config, layout: str = "eagle
                  num_speculative_tokens: int = 3) -> list[str]:
     """Write an eagle3 drafter as an EAGLE-3 checkpoint folder (config.json +
     model.safetensors) in ``layout``. Returns the files written."""
-    from ..tensorfile import save_tensors
+    from ..files.tensors import save_tensors
 
     if drafter.cfg.kind != "eagle3":
         raise GumihoError(f"Only an eagle3 drafter can be written as an EAGLE-3 checkpoint; this one is "

@@ -29,9 +29,9 @@ from typing import Optional
 
 import torch
 
-from ..checkpoint import compare_shapes, file_shapes, first_file, meta_shapes, read_checkpoint
 from ..drafter import Drafter, DrafterConfig
 from ..errors import GumihoError
+from ..files.checkpoint import compare_shapes, file_shapes, first_file, meta_shapes, read_checkpoint
 
 WEIGHT_FILES = ("medusa_lm_head.safetensors", "medusa_lm_head.pt", "model.safetensors", "pytorch_model.bin")
 _FD_BLOCK = re.compile(r"^(?:medusa_head\.)?(\d+)\.(\d+)\.linear\.(weight|bias)$")

@@ -38,9 +38,9 @@ from typing import Optional
 
 import torch
 
-from ..checkpoint import first_line, read_checkpoint
 from ..drafter import Drafter, DrafterConfig
 from ..errors import GumihoError
+from ..files.checkpoint import first_line, read_checkpoint
 
 # RMSNorm epsilon the released drafters were trained with (the authors' per-target
 # drafter configs); where it differs from the target's own, the target's would be

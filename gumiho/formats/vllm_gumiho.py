@@ -103,7 +103,7 @@ def exported_tensors(drafter, dtype: torch.dtype = torch.float32) -> dict:
 def write_gumiho(drafter, folder: str, target_config, dtype: torch.dtype = torch.float32,
                  source: str = "") -> list[str]:
     """Write ``drafter`` (a loaded gumiho-kind Drafter) to ``folder``; returns the files."""
-    from ..tensorfile import save_tensors
+    from ..files.tensors import save_tensors
 
     check_servable(drafter.cfg)
     os.makedirs(folder, exist_ok=True)

@@ -9,10 +9,10 @@ from typing import Optional
 
 import torch
 
-from ..checkpoint import first_line
 from ..errors import GumihoError
-from ..runtimes.layouts import layout_file, pick_layout
+from ..files.checkpoint import first_line
 from ..runtimes.llamacpp import LlamaCppRuntime, NativeRuntimeUnusable, check_runtime
+from ..runtimes.llamacpp_files import layout_file, pick_layout
 from ..runtimes.pytorch import TorchRuntime
 from ..target import Target
 from .assets import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, default_target_files
@@ -40,7 +40,7 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
 
     ``layout`` (llama.cpp runtime only): 'q4_1' (the default: the shipped file as it is) or
     'q4_0' (its weights rewritten once as Q4_0, whose products llama.cpp batches: faster,
-    and further from the float32 weights; gumiho.runtimes.layouts); None: the default.
+    and further from the float32 weights; gumiho.runtimes.llamacpp_files); None: the default.
 
     ``packed``: on a CPU, the torch runtime's linear layers pre-packed (gumiho.kernels.cpulinear;
     True, the default: a verify over a few tokens then costs about one forward).

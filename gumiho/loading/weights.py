@@ -8,8 +8,8 @@ import re
 
 import torch
 
-from ..checkpoint import checkpoint_shapes, compare_shapes, local_file, meta_shapes
 from ..errors import GumihoError
+from ..files.checkpoint import checkpoint_shapes, compare_shapes, local_file, meta_shapes
 
 
 def model_config(name: str):
@@ -34,7 +34,7 @@ def model_config(name: str):
 def verify_target_weights(name: str, config) -> None:
     """Refuse a target whose weights do not fill the model its config describes,
     before from_pretrained allocates it and fills the gaps with random values (see
-    gumiho.checkpoint). The model is built on the meta device for its shapes; the
+    gumiho.files.checkpoint). The model is built on the meta device for its shapes; the
     checkpoint's names go through transformers' own renaming rules (legacy names, a
     base model's checkpoint without the head's prefix) before they are compared."""
     from transformers import AutoModelForCausalLM

@@ -21,6 +21,7 @@ fills. Every node of a draft tree records the head that proposed it
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -85,24 +86,25 @@ class Verified:
     accepted: list[int] = field(default_factory=list)
 
 
-class ProposerSession:
-    """One generation's drafting state."""
+class ProposerSession(ABC):
+    """One generation's drafting state. Abstract: a session that lacks a method fails
+    when it is made, not at its first step."""
 
+    @abstractmethod
     def propose(self, root_token: int, budget: Budget) -> DraftTree:
         """A draft tree below ``root_token`` (the last token of the context, which the
         target has not processed yet) within ``budget``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def update(self, verified: Verified) -> None:
         """Take what the target settled (see :class:`Verified`)."""
-        raise NotImplementedError
 
 
-class Proposer:
+class Proposer(ABC):
     """A way of drafting: learned heads, copying from the context, both, or none.
 
     Subclasses set ``name`` (what the bench and the app call the method) and give
-    ``heads``, ``max_depth`` and ``start``. ``feature_layers``: the target layers
+    ``heads`` and ``start`` (abstract: a subclass without them cannot be made). ``feature_layers``: the target layers
     whose states ``Verified.states`` carries (None: the final-norm states).
     ``sizes_by_cost``: whether a cost-aware tree sizes this proposer's steps from
     the measured verify cost (then the loop measures it before the first step)."""
@@ -112,16 +114,18 @@ class Proposer:
     sizes_by_cost: bool = False
 
     @property
+    @abstractmethod
     def heads(self) -> tuple[Head, ...]:
-        raise NotImplementedError
+        """The heads this proposer drafts with, each with its family and positions."""
 
     @property
     def max_depth(self) -> int:
         """The deepest draft position this proposer can fill (0: none)."""
         return max((p for h in self.heads for p in h.positions), default=0)
 
+    @abstractmethod
     def start(self, prompt_ids: Sequence[int]) -> ProposerSession:
-        raise NotImplementedError
+        """A drafting session for one generation of ``prompt_ids``."""
 
     def family_at(self, depth: int) -> str:
         """The head family of a drafted node at ``depth`` that was not copied."""

@@ -43,8 +43,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import GumihoError
-from ..tree import DraftTree, add_chain, keep_best
+from ..tree import DraftTree
 from .base import COPY, Budget, Head, ProposerSession, Verified
+from .selection import add_chain, keep_best
 
 
 @dataclass

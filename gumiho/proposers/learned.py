@@ -28,9 +28,10 @@ import torch
 import torch.nn.functional as F
 
 from ..drafter import Drafter, GrowingKV, causal_mask
-from ..tree import CandidatePool, DraftTree, TreeSettings, select_nodes, tree_from_candidates
+from ..tree import DraftTree, TreeSettings
 from ..verifycost import best_node_count
 from .base import MLP, SERIAL, Budget, Head, Proposer, ProposerSession, Verified
+from .selection import CandidatePool, select_nodes, tree_from_candidates
 
 
 class LearnedProposer(Proposer):

@@ -19,10 +19,10 @@ import torch
 
 from ..errors import GumihoError
 from ..kernels.cpulinear import pack_linears
-from ..tree import tree_inputs
 from .base import Forward, Runtime, tree_depths
 from .kvcache import keep_tree_entries, new_cache
 from .treeattn import use_tree_attention
+from .treemask import tree_inputs
 
 _CACHE_KEYWORD: dict = {}
 

@@ -40,6 +40,7 @@ from typing import Callable, Optional
 
 from ..errors import GumihoError
 from ..files import cache_root
+from ..formats.gguf_target import check_target_file
 from ..runtimes.llamacpp_trust import extra_buffers_default
 from .cache_keys import code_key, fingerprint
 from .lifecycle import command_main, serve_until_stopped, start_process, stop_group
@@ -72,32 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ----------------------------------------------------------------------------- checks
-
-
-def default_target_file() -> str:
-    from ..loading.assets import default_target_files
-
-    folder, name = default_target_files()
-    return os.path.join(folder, name)
-
-
-def check_target_file(target: Optional[str]) -> str:
-    """The target's GGUF path, checked: a file that starts with GGUF's magic."""
-    if target is None:
-        return default_target_file()
-    path = os.path.expanduser(target)
-    if os.path.isdir(path):
-        raise GumihoError(f"--target {target!r} is a folder; llama.cpp serves a GGUF file. Convert a transformers "
-                          f"folder with llama.cpp's convert_hf_to_gguf.py (in llama.cpp's source), then give the "
-                          f".gguf file.")
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
-    except OSError:
-        raise GumihoError(f"--target {target!r}: no such file.") from None
-    if magic != b"GGUF":
-        raise GumihoError(f"--target {target!r} is not a GGUF file (it does not start with GGUF's magic bytes).")
-    return path
 
 
 def check_arguments(args) -> str:

@@ -98,7 +98,7 @@ def prepare_target(target: Optional[str], log: Callable[[str], None]) -> tuple[s
         return folder, os.path.basename(os.path.normpath(folder))
     if target:
         return target, target  # a hub id: vLLM fetches it
-    from ..export.transformers_folder import export_target
+    from ..formats.transformers_folder import export_target
     from ..loading import DEFAULT_TARGET, DEFAULT_TARGET_LABEL
 
     folder = cache_dir() / f"target-default-{code_key('export/transformers_folder.py')}"

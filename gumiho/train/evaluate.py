@@ -30,7 +30,7 @@ def benchmark_sequences(target, prompts_file: str, limit: int | None, max_new_to
     """The target's greedy answers to the bench's prompt selection, as training sequences."""
     # Only --prompts needs the bench's prompt selection and distillation: imported here.
     from ..bench import load_prompts
-    from ..prompts_file import Conversation
+    from ..files.prompt_files import Conversation
     from .sources.distill import distill_conversations
 
     convs = [Conversation(id=str(p.question_id), source=p.category, user_turns=[p.text], system=p.system)

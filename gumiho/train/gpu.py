@@ -46,7 +46,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..prompts_file import PromptFileError, read_prompts
+from ..files.prompt_files import PromptFileError, read_prompts
 from .sources.prompts import write_jsonl
 
 # The folder that holds the gumiho package (a clone's root, or site-packages): the

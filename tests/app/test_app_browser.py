@@ -26,6 +26,9 @@ from test_figures_browser import OVERLAPS  # noqa: E402
 from app.race.plots import RACE_PLOTS  # noqa: E402
 from app_server import ROOT, running_app  # noqa: E402
 
+# The tier (pytest.ini's markers), kept with the tests it marks.
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 SCREENSHOT = os.path.join(ROOT, "assets", "screenshot.png")
 WALK_SCREENSHOT = os.path.join(ROOT, "assets", "walkthrough.png")
 SHOTS = os.environ.get("GUMIHO_SHOTS", "/tmp/gumiho-shots")  # the screenshots at both widths

@@ -11,6 +11,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import gradio_client
+import pytest
 
 from app_server import running_app, server_rss_mb
 
@@ -36,6 +37,9 @@ def round_of(url: str, prompts: list[str]) -> dict[str, dict]:
     with ThreadPoolExecutor(len(prompts)) as pool:
         results = list(pool.map(lambda p: one_session(url, p), prompts))
     return dict(zip(prompts, results))
+
+
+@pytest.mark.slow
 
 
 def test_eight_simultaneous_sessions_all_served_without_leaks():

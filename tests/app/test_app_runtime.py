@@ -116,7 +116,7 @@ def test_the_page_says_when_the_4bit_runtime_is_not_installed(monkeypatch):
     from app.race import settings as race_settings
 
     monkeypatch.setattr(race_settings, "llamacpp_available", lambda: False)
-    monkeypatch.setattr(race_settings.gpu, "model_device", lambda: "cpu")
+    monkeypatch.setattr(race_settings.zerogpu, "model_device", lambda: "cpu")
     monkeypatch.setattr("gumiho.loading.runtime.llamacpp_available", lambda: False)
     assert [value for _, value in race_settings.weights_choices()] == [WEIGHTS_FLOAT32]
     info = race_settings.weights_info()

@@ -181,6 +181,9 @@ def test_the_busy_limit_refuses_a_comparison_in_words(hub):
         f.result(10)
 
 
+@pytest.mark.slow
+
+
 def test_each_drafters_tau_is_the_benchmarks():
     """The comparison's tau per drafter equals `python -m gumiho.bench`'s on the same
     prompts, tree and runtime: the same code path (benchmarks/compare_vs_bench.py; its

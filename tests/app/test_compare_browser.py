@@ -20,6 +20,9 @@ from test_app_browser import ARGS, MODEL_READY_S, RUN_S, SHOTS, WIDTHS, check_no
 from app.compare.tab import PLOT_IDS  # noqa: E402
 from app_server import ROOT, running_app  # noqa: E402
 
+# The tier (pytest.ini's markers), kept with the tests it marks.
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 SCREENSHOT = os.path.join(ROOT, "assets", "compare.png")
 PLOTS = [f"#{elem_id}" for elem_id in PLOT_IDS]
 

@@ -31,7 +31,7 @@ def dry_run(capsys, *args) -> tuple[dict, str]:
 
 def test_the_dry_run_lists_what_the_space_runs_and_sizes_add_up(capsys):
     files, out = dry_run(capsys)
-    for needed in ("README.md", "app.py", "app/__init__.py", "app/models/gpu.py", "app/web/layout.py", "gumiho/__init__.py",
+    for needed in ("README.md", "app.py", "app/__init__.py", "app/models/zerogpu.py", "app/web/layout.py", "gumiho/__init__.py",
                    "gumiho/decode.py", "assets/style.css", "assets/examples.json", "requirements.txt",
                    deploy.MODEL_FILE):
         assert needed in files, needed

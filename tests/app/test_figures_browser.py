@@ -23,6 +23,9 @@ from app.walkthrough import treeplot  # noqa: E402
 from app.web.checks.forms import PAPER_TREE_SETTINGS  # noqa: E402
 from gumiho import GenerationStats  # noqa: E402
 
+# The tier (pytest.ini's markers), kept with the tests it marks.
+pytestmark = [pytest.mark.browser]
+
 PLOTLY_JS = os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]
 # A plot's width on the page: the race's two side by side, the walkthrough's tree the

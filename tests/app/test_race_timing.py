@@ -198,6 +198,9 @@ class _FakeDrafter(Proposer):
     name = "gumiho"
     heads = (Head("serial", (1, 2), kind="gumiho"), Head("mlp", (3,), kind="gumiho"))
 
+    def start(self, prompt_ids):
+        raise AssertionError("the fake stream stands in for decoding: nothing asks this drafter to draft")
+
 
 FAKE_DRAFTER = _FakeDrafter()
 FAKE_HUB = SimpleNamespace(resolve=lambda *a, **k: Resolved(FAKE_TARGET, FAKE_DRAFTER, True, "", "fake drafter"))

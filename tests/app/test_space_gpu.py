@@ -19,8 +19,8 @@ import spaces  # pinned in requirements.txt: the Space imports it
 import torch
 from test_app_render import END, TOK
 
-from app.models import gpu
 from app.models import hub as hub_module
+from app.models import zerogpu
 from app.models.hub import ModelHub, _random_drafter
 from app.models.worker import ModelThread
 from app.race.run import Progress, compute_race
@@ -31,27 +31,27 @@ from helpers import ROOT, ready_hub, tiny_target
 
 
 def test_the_gpu_decorator_is_the_identity_off_zerogpu():
-    assert not gpu.ZERO_GPU, "SPACES_ZERO_GPU is set in this test run"
+    assert not zerogpu.ZERO_GPU, "SPACES_ZERO_GPU is set in this test run"
 
     def job(hub, req, stop):
         return 1
 
     assert spaces.GPU(job) is job and spaces.GPU(duration=30)(job) is job
-    assert gpu.on_gpu(job) is job
-    assert gpu.gpu_call is gpu.run_job
+    assert zerogpu.on_gpu(job) is job
+    assert zerogpu.gpu_call is zerogpu.run_job
 
 
 def test_zerogpu_is_detected_as_the_spaces_package_detects_it():
     from spaces.config import boolean
 
     for value in (None, "", "true", "True", "TRUE", "1", "t", "false", "0", "yes", "no"):
-        assert gpu._flag(value) == boolean(value), value
+        assert zerogpu._flag(value) == boolean(value), value
 
 
 def test_a_cuda_device_gets_the_papers_tree(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert gpu.model_device() == "cuda"
-    tree = TreeSettings.for_device(gpu.model_device())
+    assert zerogpu.model_device() == "cuda"
+    tree = TreeSettings.for_device(zerogpu.model_device())
     assert (tree.total_tokens, tree.depth, tree.serial_top_k, tree.full_tree) == (63, 7, 10, True)
     # The default model is loaded on that device.
     asked = []
@@ -62,7 +62,7 @@ def test_a_cuda_device_gets_the_papers_tree(monkeypatch):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_a_cpu_gets_the_cpu_tree():
-    assert gpu.model_device() == "cpu"
+    assert zerogpu.model_device() == "cpu"
     assert DEVICE_TREE == TreeSettings.for_device("cpu")
     assert DEVICE_TREE.total_tokens < 63
 
@@ -109,8 +109,8 @@ def like_spaces(fn):
 
 @pytest.fixture
 def zero_gpu(monkeypatch):
-    monkeypatch.setattr(gpu, "ZERO_GPU", True)
-    monkeypatch.setattr(gpu, "gpu_call", like_spaces(gpu.run_job))
+    monkeypatch.setattr(zerogpu, "ZERO_GPU", True)
+    monkeypatch.setattr(zerogpu, "gpu_call", like_spaces(zerogpu.run_job))
 
 
 def tokens(run):
@@ -122,7 +122,7 @@ def test_a_race_and_a_walk_take_the_zerogpu_path_with_the_same_result(tiny_hub, 
     direct = compute_race(tiny_hub, req, threading.Event())
     assert tokens(direct.vanilla) == tokens(direct.gumiho) and len(tokens(direct.vanilla)) == 8
 
-    race_on_gpu = gpu.on_gpu(compute_race)
+    race_on_gpu = zerogpu.on_gpu(compute_race)
     assert race_on_gpu is not compute_race
     # As layout.py calls it on the model thread: a stop flag and a progress counter,
     # which stay behind (a GPU worker cannot share them).
@@ -133,7 +133,7 @@ def test_a_race_and_a_walk_take_the_zerogpu_path_with_the_same_result(tiny_hub, 
     def walked(walk):
         return [tv.token for view in walk.views for tv in view.tokens], [s.parents for s in walk.steps]
 
-    walk = gpu.on_gpu(compute_walk)(tiny_hub, req, threading.Event())
+    walk = zerogpu.on_gpu(compute_walk)(tiny_hub, req, threading.Event())
     assert walk.steps and walked(walk) == walked(compute_walk(tiny_hub, req, threading.Event()))
 
 
@@ -141,22 +141,22 @@ def test_a_jobs_message_and_a_zerogpu_refusal_reach_the_page(tiny_hub, zero_gpu,
     loading = ModelHub(default_loader=lambda: None, warmup=False)  # not started: "still loading"
     req = parse_request(RaceForm("Hello there", 8, 0.0, 1.0, 0, 3, 2, 4))
     with pytest.raises(GumihoError, match="still loading"):
-        gpu.on_gpu(compute_race)(loading, req, threading.Event())
+        zerogpu.on_gpu(compute_race)(loading, req, threading.Event())
 
     def refused(*args):
         raise gr.Error("You have used up your daily GPU quota.", title="ZeroGPU quota exceeded")
-    monkeypatch.setattr(gpu, "gpu_call", refused)
+    monkeypatch.setattr(zerogpu, "gpu_call", refused)
     with pytest.raises(GumihoError, match="^ZeroGPU quota exceeded: You have used up"):
-        gpu.on_gpu(compute_race)(tiny_hub, req, threading.Event())
+        zerogpu.on_gpu(compute_race)(tiny_hub, req, threading.Event())
 
 
 def test_a_gpu_call_asks_for_time_by_the_size_of_the_request(monkeypatch):
     monkeypatch.delenv("GUMIHO_GPU_DURATION", raising=False)
-    short = gpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 16, 0.0, 1.0, 0, 3, 2, 4)))
-    long = gpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 512, 0.0, 1.0, 0, 3, 2, 4)))
+    short = zerogpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 16, 0.0, 1.0, 0, 3, 2, 4)))
+    long = zerogpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 512, 0.0, 1.0, 0, 3, 2, 4)))
     assert 0 < short < long <= 120
     monkeypatch.setenv("GUMIHO_GPU_DURATION", "45")
-    assert gpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 512, 0.0, 1.0, 0, 3, 2, 4))) == 45
+    assert zerogpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 512, 0.0, 1.0, 0, 3, 2, 4))) == 45
 
 
 # ----------------------------------------------------------------------------- `spaces` in its ZeroGPU mode
@@ -174,17 +174,17 @@ if not torch.cuda.is_available():
     torch.cuda._is_in_bad_fork = _is_in_bad_fork
 
 import app
-from app.models import gpu
+from app.models import zerogpu
 from app.web.checks import forms as inputs
 from app.models.hub import ModelHub
 from app.race.run import compute_race
 from gumiho.loading import prepare_target
 from transformers import LlamaConfig, LlamaForCausalLM
 
-assert gpu.ZERO_GPU and torch.cuda.is_available() and gpu.model_device() == "cuda"
+assert zerogpu.ZERO_GPU and torch.cuda.is_available() and zerogpu.model_device() == "cuda"
 assert inputs.DEVICE_TREE.total_tokens == 63, inputs.DEVICE_TREE
-assert gpu.gpu_call is not gpu.run_job and hasattr(gpu.gpu_call, "zerogpu")  # registered with spaces
-assert gpu.on_gpu(compute_race) is not compute_race
+assert zerogpu.gpu_call is not zerogpu.run_job and hasattr(zerogpu.gpu_call, "zerogpu")  # registered with spaces
+assert zerogpu.on_gpu(compute_race) is not compute_race
 from app.web import layout
 assert hasattr(layout.compute_race, "__wrapped__") and hasattr(layout.compute_walk, "__wrapped__")
 
@@ -193,7 +193,7 @@ def load():
     threads.append(threading.current_thread())
     model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                                          num_attention_heads=2, num_key_value_heads=1))
-    return prepare_target(model.to(gpu.model_device()), None, "tiny")
+    return prepare_target(model.to(zerogpu.model_device()), None, "tiny")
 
 def no_warm_up(*args):
     raise AssertionError("warmed up on the serving process")

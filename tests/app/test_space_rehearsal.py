@@ -16,6 +16,9 @@ import pytest
 from space_deploy import upload as deploy
 from space_deploy.rehearsal import CUT_NETWORK_SITE, RehearsalError, rehearse
 
+# The tier (pytest.ini's markers), kept with the tests it marks.
+pytestmark = [pytest.mark.slow]
+
 
 @pytest.fixture(scope="module")
 def cpu_rehearsal(tmp_path_factory):

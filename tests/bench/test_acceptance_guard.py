@@ -16,6 +16,9 @@ from gumiho.bench import acceptance
 from gumiho.loading import load_target
 from helpers import ROOT
 
+# The tier (pytest.ini's markers), kept with the tests it marks.
+pytestmark = [pytest.mark.slow]
+
 BASELINE = os.path.join(ROOT, "benchmarks", "acceptance_baseline.json")
 
 

@@ -191,7 +191,7 @@ def test_load_prompts_limit_spreads_over_categories(tmp_path):
 
 
 def test_load_prompts_uses_the_shared_reader_and_checks_limit(tmp_path):
-    """Bad records are refused by gumiho.prompts_file (tests/bench/test_prompts_file.py has one
+    """Bad records are refused by gumiho.files.prompt_files (tests/bench/test_prompts_file.py has one
     test per kind); the bench adds only the selection, and takes every shape it reads."""
     with pytest.raises(GumihoError, match=r"line 2: not valid JSON"):
         load_prompts(write(tmp_path, '{"turns": ["ok"]}\n{"turns": ["ok"\n'))

@@ -134,7 +134,7 @@ def test_the_flat_verify_targets_are_judged_from_the_rows_and_the_curve_of_the_f
     the shipped file (not on the runtime's own file), and the 4-token verify of the file
     the runtime ran; a target is met only on the right side of its bound."""
     from gumiho.bench.engines import targets
-    from gumiho.runtimes.layouts import LAYOUTS
+    from gumiho.runtimes.llamacpp_files import LAYOUTS
 
     q40, q41 = LAYOUTS["q4_0"].label, LAYOUTS["q4_1"].label
     rows = [{"engine": "gumiho engine, llama.cpp runtime", "method": "vanilla", "batch": 1, "weights": q40,

@@ -1,4 +1,4 @@
-"""The one prompt reader (gumiho.prompts_file): the record shapes every command takes,
+"""The one prompt reader (gumiho.files.prompt_files): the record shapes every command takes,
 one error per kind of bad record, and the same file read alike by the bench and
 distillation."""
 import json
@@ -7,7 +7,7 @@ import pytest
 
 from gumiho import GumihoError
 from gumiho.bench import load_prompts
-from gumiho.prompts_file import Conversation, PromptFileError, read_prompts
+from gumiho.files.prompt_files import Conversation, PromptFileError, read_prompts
 from gumiho.train.sources import distill
 from helpers import ROOT
 

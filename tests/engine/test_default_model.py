@@ -16,6 +16,9 @@ from gumiho import (
 )
 from helpers import OracleDrafter
 
+# The tier (pytest.ini's markers), kept with the tests it marks.
+pytestmark = [pytest.mark.slow]
+
 MAX_NEW = 24
 PROMPTS = [
     "Reply with just the word yes.",  # short answer: EOS arrives inside the budget

@@ -7,8 +7,10 @@ import pytest
 import torch
 from transformers import DynamicCache
 
+from gumiho.proposers.selection import CandidatePool, select_nodes, tree_from_candidates
 from gumiho.runtimes.kvcache import cache_layers, keep_tree_entries
-from gumiho.tree import CandidatePool, DraftTree, ancestor_matrix, select_nodes, tree_from_candidates, verify_inputs
+from gumiho.runtimes.treemask import ancestor_matrix, verify_inputs
+from gumiho.tree import DraftTree
 from helpers import tiny_target
 
 VOCAB = 96

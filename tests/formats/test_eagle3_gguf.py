@@ -156,8 +156,8 @@ def test_what_llama_cpp_cannot_run_is_refused_in_words(tmp_path):
 
 
 def test_the_shipped_drafter_against_the_shipped_target(tmp_path):
+    from gumiho.formats.gguf_target import default_target_file
     from gumiho.loading import shipped_drafter_path
-    from gumiho.serving.llamacpp_command import default_target_file
 
     drafter = Drafter.load(shipped_drafter_path("eagle3"))
     written = write_eagle3_gguf(drafter, str(tmp_path / "d.gguf"), default_target_file())
@@ -175,7 +175,7 @@ def test_the_export_command_writes_both_files_or_refuses_in_words(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "wrote drafter.gguf, target.gguf" in out.stdout and "fused target layers [2, 15, 27]" in out.stdout
-    from gumiho.serving.llamacpp_command import default_target_file
+    from gumiho.formats.gguf_target import default_target_file
 
     assert os.path.getsize(tmp_path / "out" / "target.gguf") == os.path.getsize(default_target_file())
     assert gguf.GGUFReader(str(tmp_path / "out" / "drafter.gguf")).fields["general.architecture"].contents() == "eagle3"

@@ -164,6 +164,9 @@ def test_bad_input_gets_one_message(tmp_path, capsys, problem, words):
     assert words in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
+
+
 def test_the_default_target_reloads_with_the_engines_tokens_and_logits(tmp_path):
     target = load_target(None, device="cpu", runtime="torch")
     done = export_target(target, tmp_path)

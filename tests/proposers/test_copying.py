@@ -17,7 +17,9 @@ from gumiho import (
 )
 from gumiho.metrics import summarize
 from gumiho.proposers import CopyIndex, split_copy
-from gumiho.tree import DraftTree, add_chain, verify_inputs
+from gumiho.proposers.selection import add_chain
+from gumiho.runtimes.treemask import verify_inputs
+from gumiho.tree import DraftTree
 from helpers import OracleDrafter, tiny_target
 
 
@@ -240,7 +242,7 @@ def _drafter_tree():
 
 
 def test_copied_nodes_share_the_budget_by_probability():
-    from gumiho.tree import keep_best
+    from gumiho.proposers.selection import keep_best
 
     tree = _drafter_tree()
     # A likely copy (c = 0.8) below "a b": its first nodes beat the drafter's weak siblings.

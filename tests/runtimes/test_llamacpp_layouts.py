@@ -1,4 +1,4 @@
-"""The llama.cpp runtime's files (gumiho.runtimes.layouts): the shipped Q4_1 file as it
+"""The llama.cpp runtime's files (gumiho.runtimes.llamacpp_files): the shipped Q4_1 file as it
 is (the default), and the Q4_0 rewrite written once from it by llama.cpp's own quantiser into the
 user's cache, checked by hash, written again when damaged. Exactness on each file is
 tests/runtimes/test_llamacpp_runtime.py's (its target fixture runs on both)."""
@@ -9,7 +9,7 @@ import pytest
 
 from gumiho.errors import GumihoError
 from gumiho.files import file_sha256 as sha256
-from gumiho.runtimes.layouts import LAYOUTS, layout_file, pick_layout
+from gumiho.runtimes.llamacpp_files import LAYOUTS, layout_file, pick_layout
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
 
@@ -69,6 +69,9 @@ def test_layouts_are_named_in_words_and_bad_names_refused(monkeypatch):
 
     with pytest.raises(GumihoError, match="layout= chooses the llama.cpp runtime's 4-bit file"):
         load_target(runtime="torch", layout="q4_0")
+
+
+@pytest.mark.slow
 
 
 def test_the_runtime_runs_the_file_it_names(tmp_path, monkeypatch):

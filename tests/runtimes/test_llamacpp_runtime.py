@@ -9,7 +9,8 @@ import torch
 from gumiho import GenerationSettings, generate, stream
 from gumiho.errors import GumihoError
 from gumiho.runtimes.llamacpp import _tree_sequences
-from gumiho.tree import DraftTree, TreeSettings, verify_inputs
+from gumiho.runtimes.treemask import verify_inputs
+from gumiho.tree import DraftTree, TreeSettings
 from helpers import OracleDrafter
 
 # Prompts written for this test (not in any bench set): a recipe, code, a question, French.
@@ -45,7 +46,7 @@ def users_threads(target):
 
 @pytest.fixture(scope="module", params=["q4_1", "q4_0"])
 def lc_target(request):
-    """The runtime on each file it offers (gumiho.runtimes.layouts): the shipped Q4_1 file
+    """The runtime on each file it offers (gumiho.runtimes.llamacpp_files): the shipped Q4_1 file
     (the default) and the Q4_0 rewrite, whose products take llama.cpp's repacked kernels.
     Exactness is a property of the kernels, so every claim is checked on both."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
@@ -180,7 +181,7 @@ def auto_target():
 
 
 def test_auto_runs_the_embedded_gguf_in_llamacpp_with_its_own_tree(auto_target):
-    from gumiho.runtimes.layouts import DEFAULT_LAYOUT, LAYOUTS
+    from gumiho.runtimes.llamacpp_files import DEFAULT_LAYOUT, LAYOUTS
 
     assert auto_target.runtime.name == "llama.cpp" and not auto_target.runtime.flat_verify
     assert auto_target.runtime.weights == LAYOUTS[DEFAULT_LAYOUT].label
@@ -234,6 +235,7 @@ def long_text(tokenizer, at_least: int) -> str:
 
 
 @pytest.mark.parametrize("context", [600, 2100])
+@pytest.mark.slow
 def test_rows_after_a_long_context_carry_the_one_token_bits(lc_target, context):
     """Past about 500 cached tokens llama.cpp's float16 flash attention gives a one-token
     forward another kernel than a forward of several tokens (it splits the cells among
@@ -261,6 +263,9 @@ def long_prompt(lc_target):
     return ids, generate(lc_target, prompt_ids=ids, settings=GenerationSettings(max_new_tokens=32)).tokens
 
 
+@pytest.mark.slow
+
+
 def test_the_shipped_drafter_is_lossless_on_a_long_prompt(lc_target, long_prompt):
     from gumiho.loading import load_drafter, shipped_drafter_path
     from gumiho.proposers import with_copy
@@ -274,10 +279,13 @@ def test_the_shipped_drafter_is_lossless_on_a_long_prompt(lc_target, long_prompt
         assert got.tokens == ref, tree
 
 
+@pytest.mark.slow
+
+
 def test_a_long_prompt_stays_lossless_through_cache_rebuilds(lc_target, long_prompt, monkeypatch):
     """Cells so few that buried drafts fill the cache within a few steps: it is rebuilt
     (the long prompt included) several times along the answer."""
-    from gumiho.runtimes.layouts import DEFAULT_LAYOUT, LAYOUTS
+    from gumiho.runtimes.llamacpp_files import DEFAULT_LAYOUT, LAYOUTS
 
     if lc_target.runtime.weights != LAYOUTS[DEFAULT_LAYOUT].label:
         pytest.skip("the rebuild does not depend on the file; checked on the default one (saves CI minutes)")

@@ -27,6 +27,9 @@ import torch
 
 from gumiho.serving.lifecycle import free_port, start_process, wait_until_serving
 
+# The tier (pytest.ini's markers), kept with the tests it marks.
+pytestmark = [pytest.mark.llamacpp, pytest.mark.slow]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPTS = [  # written for this test: in none of benchmarks/prompts
     "Explain to a ten-year-old why the sky turns orange at sunset.",
@@ -70,8 +73,8 @@ def drafter_files(tmp_path_factory):
     moved one up (a broken vocabulary map)."""
     from gumiho.drafter import Drafter
     from gumiho.formats.eagle3_gguf import write_eagle3_gguf
+    from gumiho.formats.gguf_target import default_target_file
     from gumiho.loading import shipped_drafter_path
-    from gumiho.serving.llamacpp_command import default_target_file
 
     folder = tmp_path_factory.mktemp("gguf")
     drafter = Drafter.load(shipped_drafter_path("eagle3"))
@@ -85,7 +88,8 @@ def serve_and_ask(binary, kind: str, drafter_file, prompt_ids, log_path) -> dict
     """One server, the prompts sent as token ids to /completion one at a time: the
     tokens it returns, and its drafted and accepted counts."""
     from gumiho.bench.llamacpp_served import complete
-    from gumiho.serving.llamacpp_command import default_target_file, server_command, stop
+    from gumiho.formats.gguf_target import default_target_file
+    from gumiho.serving.llamacpp_command import server_command, stop
 
     port = free_port()
     command = server_command(binary, default_target_file(), drafter_file, kind, K, port, threads=2)

@@ -22,6 +22,9 @@ from gumiho.serving import vllm_env
 from gumiho.serving.vllm_env import RegistryUnreachable, ensure_env, run_vllm
 from vllm_fixtures import engine_chain
 
+# The tier (pytest.ini's markers), kept with the tests it marks.
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
 PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three prime numbers."]
 MAX_NEW = 24
 

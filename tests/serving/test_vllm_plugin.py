@@ -40,11 +40,14 @@ import pytest
 import torch
 
 from gumiho import generate, load_target
-from gumiho.bench.prompts import load_prompts, prompt_ids
+from gumiho.bench.prompt_sets import load_prompts, prompt_ids
 from gumiho.export.__main__ import main as export_main
 from gumiho.loading import shipped_drafter_path
 from gumiho.serving.vllm_env import run_vllm
 from vllm_fixtures import engine_chain
+
+# The tier (pytest.ini's markers), kept with the tests it marks.
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPTS_FILE = os.path.join(ROOT, "benchmarks", "prompts", "mt_bench.jsonl")
@@ -368,6 +371,7 @@ import json, vllm, vllm_gumiho
 from vllm.v1.spec_decode.eagle import EagleProposer
 vllm_gumiho.register()
 from vllm.v1.worker import gpu_model_runner
+
 swapped = gpu_model_runner.EagleProposer
 vllm.__version__ = "0.99.0"
 try:

@@ -175,7 +175,7 @@ def test_multi_turn_hidden_from_writer_matches_fresh_forward(model, tokenizer):
     the whole conversation, as a fresh forward over its final ids gives them. Short
     answers hit max_new_tokens, so later turns also hold the end-of-turn token added
     after a cut answer."""
-    from gumiho.prompts_file import Conversation
+    from gumiho.files.prompt_files import Conversation
 
     convs = [Conversation("a", "t", ["One."]), Conversation("b", "t", ["Two.", "And more?"], system="Be brief."),
              Conversation("c", "t", ["Three.", "Go on.", "Last one."]), Conversation("d", "t", ["Four.", "Ok."])]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gumiho.errors import GumihoError
-from gumiho.prompts_file import read_prompts
+from gumiho.files.prompt_files import read_prompts
 from gumiho.train.sources import instructions
 from gumiho.train.sources.taxonomy import shingles
 

@@ -19,6 +19,9 @@ from gumiho.train.objective import LossConfig
 from gumiho.train.resume import checkpoint_path
 from helpers import tiny_target
 
+# The tier (pytest.ini's markers), kept with the tests it marks.
+pytestmark = [pytest.mark.slow]
+
 WORKER = Path(__file__).resolve().parent / "train_worker.py"
 
 

@@ -12,9 +12,12 @@ import time
 
 import pytest
 
-from gumiho.prompts_file import read_prompts
+from gumiho.files.prompt_files import read_prompts
 from gumiho.train.sources import prompts as prompts_mod
 from helpers import ROOT
+
+# The tier (pytest.ini's markers), kept with the tests it marks.
+pytestmark = [pytest.mark.slow]
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 TRAIN_SECTION = "## Train a drafter for your model"

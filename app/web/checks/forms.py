@@ -13,7 +13,7 @@ from gumiho.drafter import DRAFTER_KINDS
 from gumiho.loading import DEFAULT_TARGET_LABEL
 from gumiho.target import check_text
 
-from ...models import gpu
+from ...models import zerogpu
 from ..access import Access
 
 # The kinds are the library's (gumiho.drafter); only their words on the page are the
@@ -52,9 +52,9 @@ WALK_MAX_NEW_TOKENS = 64
 MAX_WAITING = max(1, env_int("GUMIHO_APP_MAX_WAITING", 8))
 
 # The engine's tree for the device the default model runs on (small on a CPU, the
-# paper's 63 nodes on a GPU, ZeroGPU's included: app/models/gpu.py imports `spaces` first):
+# paper's 63 nodes on a GPU, ZeroGPU's included: app/models/zerogpu.py imports `spaces` first):
 # the defaults of the controls and the MLP-depth settings that have no control.
-DEVICE_TREE = TreeSettings.for_device(gpu.model_device())
+DEVICE_TREE = TreeSettings.for_device(zerogpu.model_device())
 
 # The paper's tree shape, as the engine drafts it on a GPU (TreeSettings.for_device):
 # 63 drafted tokens to depth 7, every MLP head in use, and 8 full-tree tokens. The

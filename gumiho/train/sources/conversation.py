@@ -3,7 +3,7 @@ template: the prompt of each user turn, then the target's answer, with the mask 
 which ids are the target's (the tokens the drafter learns from)."""
 from __future__ import annotations
 
-from gumiho.prompts_file import Conversation
+from gumiho.files.prompt_files import Conversation
 
 
 def _render(tokenizer, messages, generation_prompt: bool) -> str:

@@ -44,9 +44,9 @@ import torch
 from tqdm import tqdm
 
 from gumiho.files import file_sha256
+from gumiho.files.prompt_files import Conversation, PromptFileError, read_prompts
 from gumiho.kernels.machine import cpu_has_native_bf16
 from gumiho.loading import DEFAULT_TARGET_LABEL
-from gumiho.prompts_file import Conversation, PromptFileError, read_prompts
 from gumiho.train import launched_processes, shards
 from gumiho.train.sources.answers import generate_greedy, generate_with_hidden, last_hidden, last_hidden_batched
 from gumiho.train.sources.conversation import ConversationTokens

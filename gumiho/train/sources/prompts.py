@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from ...errors import GumihoError
-from ...prompts_file import read_prompts
+from ...files.prompt_files import read_prompts
 from .math_prompts import math_prompt
 from .tasks import task_prompt, trim_text
 

@@ -11,7 +11,7 @@ only: the target writes every answer itself during self-distillation.
 A question that comes with a ``context`` (a text to extract from or reason
 about) becomes one prompt holding both. Exact duplicates are dropped, and any
 prompt that shares a long word run with a benchmark prompt (``--exclude``, any
-file ``gumiho.prompts_file`` reads) is left out, so benchmarks stay unseen.
+file ``gumiho.files.prompt_files`` reads) is left out, so benchmarks stay unseen.
 
 Usage::
 
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from ...prompts_file import PromptFileError, read_prompts
+from ...files.prompt_files import PromptFileError, read_prompts
 from .prompts import write_jsonl
 
 # A prompt longer than this (question plus context) costs prefill time on the

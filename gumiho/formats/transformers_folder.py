@@ -126,7 +126,7 @@ def weights_to_save(model, dtype: torch.dtype) -> dict:
 
 
 def _save_weights(weights: dict, path: Path) -> None:
-    from ..tensorfile import save_tensors
+    from ..files.tensors import save_tensors
 
     save_tensors(weights, str(path), metadata={"format": "pt"})  # "pt": what transformers and vLLM expect
 

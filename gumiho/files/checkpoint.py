@@ -20,7 +20,7 @@ from typing import Iterable, Optional
 
 import torch
 
-from .errors import GumihoError
+from ..errors import GumihoError
 
 # Weight files a Hugging Face model folder (or hub repo) may hold, in the order
 # transformers prefers them; the index files name the shards of a split checkpoint.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 from ..errors import GumihoError
-from ..prompts_file import read_prompts
+from ..files.prompt_files import read_prompts
 from ..target import Target
 
 
@@ -24,7 +24,7 @@ class Prompt:
 
 
 def load_prompts(path: str, limit: Optional[int] = None, spread: bool = True) -> list[Prompt]:
-    """The prompts of a prompt file, read by :func:`gumiho.prompts_file.read_prompts`
+    """The prompts of a prompt file, read by :func:`gumiho.files.prompt_files.read_prompts`
     (the reader every command shares: MT-Bench's ``{"question_id", "category",
     "turns"}`` lines, ``prompt`` / ``messages`` lines, ``.txt`` paragraphs); the first
     user turn is the prompt, after the record's system message if it has one. Every

@@ -298,11 +298,15 @@ def emit(run: Run, step: int, tree: DraftTree, acc: Acceptance, new_tokens: list
     rejected = [RejectedToken(tree.tokens[c], tree.depths[c], heads[c], tree.probs[c])
                 for c in children[stop_node]]
     run.produced += len(toks)
-    return StepEvent(step=step, emitted=emitted, accepted_length=len(acc.path), rejected=rejected,
+    # What the statistics count is what was written: a cut keeps the first `written` drafts.
+    written = min(len(acc.path), len(toks))
+    path = acc.path[:written]
+    return StepEvent(step=step, emitted=emitted, accepted_length=written, rejected=rejected,
                      drafted=len(tree) - 1, copy_nodes=sum(tree.copied), draft_s=td - ts, verify_s=tv - td,
-                     copied_positions=[k + 1 for k, node in enumerate(acc.path) if tree.copied[node]],
-                     elapsed_s=tv - run.t0, tree=tree if keep_trees else None, accepted_nodes=acc.path,
-                     target_choices=acc.target_choices, finished=reason is not None, finish_reason=reason)
+                     copied_positions=[k + 1 for k, node in enumerate(path) if tree.copied[node]],
+                     elapsed_s=tv - run.t0, tree=tree if keep_trees else None, accepted_nodes=path,
+                     cut_nodes=acc.path[written:], target_choices=acc.target_choices, finished=reason is not None,
+                     finish_reason=reason)
 
 
 def stopped(run: Run, step: int) -> StepEvent:

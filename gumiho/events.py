@@ -31,20 +31,25 @@ class StepEvent:
 
     step: int  # 0 = the prefill
     emitted: list[EmittedToken]  # accepted drafts then the bonus, cut at EOS / length / context
-    accepted_length: int  # drafted tokens accepted (before any cut); the quantity acceptance is measured on
+    # Drafted tokens accepted and written: the quantity acceptance is measured on. A step cut by
+    # the token limit, an EOS or the context counts only the drafts it wrote (see cut_nodes).
+    accepted_length: int
     rejected: list[RejectedToken]  # the drafted alternatives at the depth where acceptance stopped
     drafted: int  # nodes in the draft tree (root excluded)
     draft_s: float
     verify_s: float
     elapsed_s: float  # since the start of generation, at the end of this step
     tree: Optional[DraftTree] = None  # the full draft tree (for the walkthrough)
-    accepted_nodes: list[int] = field(default_factory=list)  # tree indices of the accepted path
+    accepted_nodes: list[int] = field(default_factory=list)  # tree indices of the accepted path, as written
+    # Tree indices the target accepted after the last written token: cut by the token limit, an
+    # EOS or the context, never written, so counted nowhere (empty but for a generation's last step).
+    cut_nodes: list[int] = field(default_factory=list)
     target_choices: list[int] = field(default_factory=list)  # the target's token at each depth
     finished: bool = False
     finish_reason: Optional[str] = None  # "eos", "length", "context", "stopped"
     copy_nodes: int = 0  # of the drafted nodes, those the copy proposer added (gumiho.proposers.copying)
-    # The draft positions d (1..accepted_length) of the accepted path whose node was
-    # copied from the context, counted before any cut, as accepted_length is.
+    # The draft positions d (1..accepted_length) of the written path whose node was copied
+    # from the context.
     copied_positions: list[int] = field(default_factory=list)
 
     @property

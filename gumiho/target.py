@@ -58,7 +58,10 @@ class Target:
         # Short: the dataclass's own would print the whole model and tokenizer.
         runtime = getattr(self.runtime, "name", "?")
         weights = getattr(self.runtime, "weights", "")
-        return (f"Target({self.name!r}, {self.device.type}, {str(self.dtype).replace('torch.', '')}, "
+        # A runtime that multiplies its own stored weights (llama.cpp's 4-bit) is described by
+        # them alone: the dtype is the float32 model kept beside it, which it does not run.
+        dtype = "" if getattr(self.runtime, "quantized", False) else f"{str(self.dtype).replace('torch.', '')}, "
+        return (f"Target({self.name!r}, {self.device.type}, {dtype}"
                 f"runtime={runtime}{f' ({weights})' if weights else ''})")
 
     def new_cache(self):

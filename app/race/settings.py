@@ -25,13 +25,10 @@ TREE_SHAPES = [("sized for this machine (the controls below)", SIZED_SHAPE),
                 f"nodes, depth {PAPER_TREE_SETTINGS.depth}: every head drafts)", PAPER_SHAPE)]
 
 
-WEIGHTS_INFO = ("The default model only (other models run in PyTorch). float32 (the default): its dequantised "
-                "weights in PyTorch, where a verify over a few tokens costs about one forward, as on a GPU, so the "
-                "whole hybrid drafter (serial Transformer and MLP heads) pays; the result line also gives vanilla on "
-                "the 4-bit file, the fastest way to run this model here. As stored: the 4-bit file in llama.cpp, "
-                "where every method is faster but each extra verified token costs about half a plain forward on a "
-                "CPU, so speculation loses (a race left at the default tree drafts that runtime's own: the "
-                "drafter's first guess alone). Drafters that read inner layers (EAGLE-3) run in float32 only.")
+# Hints are one or two lines (issue 71): the details are in docs/llamacpp.md and the result line.
+WEIGHTS_INFO = ("The default model only. float32 (the default): PyTorch, where a verify costs about one forward, "
+                "so the whole hybrid drafter pays. As stored: the 4-bit file in llama.cpp, faster for every method, "
+                "where speculation loses on a CPU; drafters reading inner layers (EAGLE-3) run on float32 only.")
 
 
 AS_STORED_LABEL = "4-bit, as the file stores them (llama.cpp)"
@@ -58,14 +55,12 @@ def weights_info(native_note: str = "") -> str:
     """WEIGHTS_INFO, and why the 4-bit choice is missing or unavailable when this server
     cannot offer it."""
     if native_note:
-        return (WEIGHTS_INFO + f" The 4-bit runtime is unavailable on this server: {native_note}. The races run "
-                f"on float32.")
+        return WEIGHTS_INFO + f" The 4-bit runtime is unavailable on this server: {native_note}."
     if zerogpu.model_device() != "cpu":
         return WEIGHTS_INFO + " On a GPU the default model runs in PyTorch only."
     if not llamacpp_available():
-        return (WEIGHTS_INFO + " The 4-bit runtime is not installed on this server (llama-cpp-python has no "
-                "wheel on PyPI, and a Space installs wheels only): run the app on your own machine with "
-                "`pip install llama-cpp-python==0.3.36` to race it.")
+        return (WEIGHTS_INFO + " The 4-bit runtime is not installed on this server (a Space installs wheels only): "
+                "race it on your own machine after `pip install llama-cpp-python==0.3.36`.")
     return WEIGHTS_INFO
 
 
@@ -73,10 +68,8 @@ def paper_tree_note() -> str:
     """What the paper's tree costs here, said before it is picked."""
     if DEVICE_TREE.depth >= PAPER_TREE_SETTINGS.depth:
         return "On this GPU the race's own tree is the paper's already."
-    return ("The paper's tree drafts every position, so every head shows in the race. On a CPU each drafted "
-            "token makes the target's verify forward longer, and a step that verifies some 70 tokens costs "
-            "several plain ones: Gumiho then usually runs slower than vanilla. A tree for teaching, not for "
-            "speed; the race's banner gives the speedup it really got.")
+    return ("Every head drafts, so every head shows. On a CPU a step verifying some 70 tokens costs several "
+            "plain ones: Gumiho then usually runs slower than vanilla. A tree for teaching, not for speed.")
 
 
 def advanced_note(access: Access) -> str:

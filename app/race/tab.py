@@ -138,15 +138,12 @@ def _settings(hub: ModelHub) -> dict:
                                info="drafted tokens per step (the most, when sized by cost)")
         with gr.Row():
             cost_aware = gr.Checkbox(DEVICE_TREE.cost_aware, label="Size trees by measured cost",
-                                     info="Each step verifies only the drafted tokens likely enough "
-                                          "to pay for the longer verify forward on this machine",
+                                     info="keep only drafts likely enough to pay for the longer verify here",
                                      elem_id="gm-cost-aware", min_width=240)
             drafter = gr.Dropdown(choices=hub.drafter_choices(), value="gumiho", label="Drafter",
                                   elem_id="gm-drafter", min_width=300)
             copy_box = gr.Checkbox(COPY_DEFAULT, label="Copy from the context (green)",
-                                   info="A third guesser: where the last tokens occurred earlier in "
-                                        "the prompt or the answer, it proposes what followed them "
-                                        "there, verified with the drafter's guesses",
+                                   info="a third guesser: what followed the last tokens where they occurred before",
                                    elem_id="gm-copy", min_width=240)
         choices = weights_choices(hub.native_note)
         weights = gr.Radio(choices, value=choices[0][1], label="Target weights",
@@ -174,7 +171,7 @@ def _advanced(hub: ModelHub) -> dict:
 def _columns_and_figures() -> dict:
     status = gr.HTML("", elem_id="gm-status")
     gr.Markdown(TIMING_NOTE)
-    with gr.Row():
+    with gr.Row(elem_classes=["gm-legend-row"]):  # on a phone the box goes under the legend (style.css)
         first_legend = DrafterLayout(copy=CopySettings().max_tokens if COPY_DEFAULT else 0,
                                      tree_depth=DEVICE_TREE.depth)
         legend = gr.HTML(render_legend(first_legend), elem_id="gm-legend")

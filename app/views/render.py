@@ -199,7 +199,13 @@ def render_legend(layout: Optional[DrafterLayout]) -> str:
     items.append('<span class="lg-group"><s class="ghost sw-ghost">ghost</s> rejected draft (shown with '
                  '"Show rejected drafts")</span>')
     return ('<div class="gm-legend"><span class="lg-title">Colour = who guessed the token; '
-            'shade = draft position (numbers):</span> ' + " ".join(items) + _not_drafted_note(layout) + "</div>")
+            'shade = draft position (numbers):</span> ' + " ".join(items) + _not_drafted_note(layout)
+            + NOTATION_NOTE + "</div>")
+
+
+# How a token's text is written where it would be invisible (visible() and token_mark() below).
+NOTATION_NOTE = ('<div class="lg-note gm-notation">In drafts and the tree: <code>␣</code> a space, <code>⏎</code> a '
+                 'new line, <code>‹,›</code> a token of punctuation alone.</div>')
 
 
 def positions_text(positions) -> str:

@@ -17,7 +17,7 @@ from gumiho.heads import HeadFamily
 
 from ..models.hub import ModelHub
 from ..models.zerogpu import on_gpu
-from ..views.records import DrafterLayout, StepView, step_views
+from ..views.records import DrafterLayout, StepView, step_views, whole_characters
 from ..views.render import esc, render_steps, token_mark, visible
 from ..web.access import Access
 from ..web.checks.forms import (
@@ -215,7 +215,7 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
                 events[-1].finish_reason if events else None, res.drafter_label,
                 cost_aware_cap=tree.total_tokens if tree is not None and tree.cost_aware else 0,
                 tree_label=TREE_LABELS[tree_choice_of(req)], tokens=generated,
-                text=tok.decode(generated, skip_special_tokens=True))
+                text=whole_characters(tok, generated))  # an answer cut inside an emoji ends before it
 
 
 def _children(parents: list[int]) -> list[list[int]]:
@@ -317,9 +317,10 @@ def choices_table(walk: Walk, i: int) -> str:
         rows.append(f'<tr data-depth="{d}" data-head="{esc(" ".join(proposers) or "none")}" data-state="{state}"'
                     f"{style}><td>{d}</td><td>{who}</td><td>{count}</td><td>{cands or '–'}</td><td>{choice}</td>"
                     f"<td>{verdict}</td></tr>")
-    return (f'<table class="walk-table" data-max-depth="{max(s.depths)}"><thead><tr><th>depth</th>'
-            "<th>drafted by</th><th>nodes</th><th>drafted after the accepted path (draft prob)</th>"
-            "<th>target's choice</th><th>verdict</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    # In a box of its own that scrolls sideways on a narrow screen (style.css), not the page.
+    return (f'<div class="walk-table-wrap"><table class="walk-table" data-max-depth="{max(s.depths)}"><thead><tr>'
+            "<th>depth</th><th>drafted by</th><th>nodes</th><th>drafted after the accepted path (draft prob)</th>"
+            "<th>target's choice</th><th>verdict</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
 def text_so_far(walk: Walk, i: int) -> str:

@@ -37,8 +37,11 @@ class Relay(threading.Thread):
     def run(self) -> None:
         for line in iter(self.stream.readline, ""):
             if not self.quiet:
-                sys.stdout.write(line)
-                sys.stdout.flush()
+                try:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+                except (BrokenPipeError, OSError):  # nobody reads this terminal's pipe any more: drain quietly
+                    self.quiet = True
         self.stream.close()
 
 
@@ -130,8 +133,9 @@ def serve_until_stopped(process: subprocess.Popen, url: str, start_timeout: floa
     code decides ours) or Ctrl-C / SIGTERM (a clean stop, exit 0). An engine that never
     answers is stopped, and the error says why where its log (``log_file``) shows it."""
     # Set explicitly: a process started in the background by a shell inherits SIGINT ignored.
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
+    # SIGHUP too: a closed terminal stops the engine as Ctrl-C does.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     try:
         if not wait_until_serving(process, url, start_timeout):
             code = process.poll()
@@ -149,6 +153,23 @@ def serve_until_stopped(process: subprocess.Popen, url: str, start_timeout: floa
         stop()
         log("stopped.")
         return 0
+    finally:
+        # Whatever ended this command (a signal while stopping, an error), the engine does not outlive it.
+        if process.poll() is None:
+            stop_group(process, signal.SIGKILL, 5)
+
+
+def say(line: str, stream=None) -> None:
+    """A line to the terminal; when nobody reads it any more (``| head`` ended, the pipe
+    closed), nothing, and the command goes on stopping its engine."""
+    stream = stream or sys.stdout
+    try:
+        print(line, file=stream, flush=True)
+    except (BrokenPipeError, OSError):
+        try:  # no more writes to the dead pipe, not even Python's own flush at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, ValueError):
+            pass
 
 
 def command_main(serve: Callable[[Callable[[str], None]], int],
@@ -157,16 +178,16 @@ def command_main(serve: Callable[[Callable[[str], None]], int],
     failure one line on stderr (exit 2) led by the words of the first of ``words``
     ((error type, prefix)) it is an instance of, Ctrl-C a clean stop."""
     def log(message: str) -> None:
-        print(f"gumiho.serve: {message}", flush=True)
+        say(f"gumiho.serve: {message}")
 
     try:
         return serve(log)
     except GumihoError as e:
         prefix = next((p for kind, p in words if isinstance(e, kind)), "")
-        print(f"gumiho.serve: {prefix}{e}", file=sys.stderr)
+        say(f"gumiho.serve: {prefix}{e}", sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("gumiho.serve: stopped.", flush=True)
+        say("gumiho.serve: stopped.")
         return 0
 
 

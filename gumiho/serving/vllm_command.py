@@ -46,8 +46,10 @@ START_TIMEOUT = 900
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gumiho.serve", description=__doc__.split("\n\n")[0])
-    p.add_argument("--engine", default="vllm", choices=["vllm"],
-                   help="vllm (this command); llama.cpp: python -m gumiho.serve --engine llama.cpp --help")
+    # Both engines are listed: gumiho.serve hands --engine llama.cpp to its own command before this parser runs.
+    p.add_argument("--engine", default="vllm", choices=["vllm", "llama.cpp"],
+                   help="vllm (the default; the options below); llama.cpp: llama.cpp's own server, whose options "
+                        "python -m gumiho.serve --engine llama.cpp --help lists")
     p.add_argument("--drafter", required=True,
                    help="a drafter folder (gumiho or eagle3 kind), an official amd/Gumiho-* checkpoint, or 'none'")
     p.add_argument("--target", default=None,

@@ -2,8 +2,9 @@
 with coloured tokens, ghosts and plots, Stop, bad input, no leakage into a second
 session, the walkthrough (the paper's deep tree with its MLP heads, autoplay, the
 race's tree), and the screenshots used in the README. Issue 41's look is checked
-here too, at a small laptop's, a laptop's and a projector's width (1024, 1280 and 1920 px;
-screenshots under SHOTS): the positions the CPU tree does not draft are marked, the paper's
+here too, at a phone's, a small laptop's, a laptop's and a projector's width (390, 1024, 1280
+and 1920 px; screenshots under SHOTS; issue 69: at every width the page never scrolls sideways,
+no text is squeezed into a column a word wide, and no plot's label lies outside its plot): the positions the CPU tree does not draft are marked, the paper's
 tree is one click away, no control is cut or folded, ghosts never split a word, and
 the walkthrough shows its progress and a tree that fits the screen.
 
@@ -20,6 +21,7 @@ CHROMIUM = "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"headless browser test needs Chromium at {CHROMIUM} (apt-get install chromium)",
                 allow_module_level=True)
+from narrow_checks import outside_plots, sideways, squeezed  # noqa: E402
 from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
 from test_figures_browser import OVERLAPS  # noqa: E402
 
@@ -30,9 +32,10 @@ from app_server import ROOT, running_app  # noqa: E402
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SCREENSHOT = os.path.join(ROOT, "assets", "screenshot.png")
+PHONE_SCREENSHOT = os.path.join(ROOT, "assets", "phone.png")  # the README's phone view: the race at 390 px
 WALK_SCREENSHOT = os.path.join(ROOT, "assets", "walkthrough.png")
 SHOTS = os.environ.get("GUMIHO_SHOTS", "/tmp/gumiho-shots")  # the screenshots at both widths
-WIDTHS = (1280, 1920, 1024)  # a laptop, a projector, a small laptop or a tablet
+WIDTHS = (1280, 1920, 1024, 390)  # a laptop, a projector, a small laptop or a tablet, a phone
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 MODEL_READY_S = 300_000  # ms: loading the default model on a busy 2-core machine
@@ -67,6 +70,39 @@ def check_no_text_over_text(page, *plots: str, trees: bool = False) -> None:
         assert not found, (sel, found[:4])
 
 
+def check_fits_the_width(page) -> None:
+    """Issue 69, at every width: the page never scrolls sideways (a wide table or plot
+    scrolls inside its own box), no text is squeezed into a column (40+ characters in
+    an element narrower than 100 px and taller than 150 px), and every plot's labels lie
+    inside the plot."""
+    assert sideways(page) <= 0, f"the page scrolls {sideways(page)} px sideways"
+    assert not squeezed(page), squeezed(page)[:4]
+    assert not outside_plots(page), outside_plots(page)[:4]
+
+
+def check_hint_contrast(page) -> None:
+    """Issue 71: the hints under the controls were 12 px grey on white, about 1.9:1; at least
+    4.5:1 (WCAG AA) against the colour behind them, and one or two lines each."""
+    def luminance(c):
+        c = [x / 255 for x in c]
+        c = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+
+    hints = page.evaluate("""() => [...document.querySelectorAll("[data-testid='block-info']")]
+        .filter(e => e.offsetParent && e.textContent.trim()).map(e => {
+            let bg = e, color = 'rgba(0, 0, 0, 0)';
+            while (bg && (color === 'rgba(0, 0, 0, 0)' || color === 'transparent')) {
+                color = getComputedStyle(bg).backgroundColor; bg = bg.parentElement; }
+            const lines = Math.round(e.getBoundingClientRect().height / parseFloat(getComputedStyle(e).lineHeight));
+            return [e.textContent.slice(0, 40), getComputedStyle(e).color, color, lines]; })""")
+    assert hints
+    for text, fg, bg, lines in hints:
+        a, b = luminance(rgb(fg)), luminance(rgb(bg) if bg.startswith("rgb") else (255, 255, 255))
+        ratio = (max(a, b) + 0.05) / (min(a, b) + 0.05)
+        assert ratio >= 4.5, (text, fg, bg, round(ratio, 2))
+        assert lines <= 2, (text, lines)
+
+
 def rgb(css: str) -> tuple[int, int, int]:
     return tuple(int(x) for x in re.findall(r"\d+", css)[:3])
 
@@ -91,6 +127,7 @@ def test_race_and_screenshot(server, browser):
     page.fill("#gm-prompt textarea", "In one sentence, what does the <b> tag do in HTML?")
     page.click("text=Settings")
     set_number(page, "Max new tokens", 24)
+    check_hint_contrast(page)
     page.click("#gm-run")
     page.wait_for_selector("#gm-result .gm-result", timeout=RUN_S)
     result = page.inner_text("#gm-result")
@@ -141,7 +178,15 @@ def test_race_and_screenshot(server, browser):
         check_the_tiles(page)
         check_no_slivers(page)
         check_no_text_over_text(page, *PLOTS)
+        check_fits_the_width(page)
         page.screenshot(path=os.path.join(SHOTS, f"race_{width}.png"), full_page=True)
+        if width == 390:  # the README's phone view: the Gumiho lane, its tiles, text and result
+            page.set_viewport_size({"width": width, "height": 844})
+            page.locator("#gm-gumiho-stats").scroll_into_view_if_needed()
+            page.evaluate("() => window.scrollBy(0, -60)")
+            page.wait_for_timeout(300)
+            page.screenshot(path=PHONE_SCREENSHOT)
+            assert os.path.getsize(PHONE_SCREENSHOT) < 200_000, os.path.getsize(PHONE_SCREENSHOT)
     page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
 
     # The second session saw none of it.
@@ -177,7 +222,10 @@ def check_the_tiles(page) -> None:
         [...document.querySelectorAll(sel + ' .gm-stats .cell')].map(c => Math.round(c.getBoundingClientRect().top)))""")
     for row in tops:
         assert len(row) == 5 and max(row) - min(row) <= 1, tops
-    assert abs(tops[0][0] - tops[1][0]) <= 6, tops  # a two-line title would put 20 px between them
+    lefts = page.evaluate("""() => ['#gm-vanilla-stats', '#gm-gumiho-stats'].map(sel =>
+        document.querySelector(sel).getBoundingClientRect().left)""")
+    if abs(lefts[0] - lefts[1]) > 50:  # side by side (on a phone the lanes stack: vanilla above Gumiho)
+        assert abs(tops[0][0] - tops[1][0]) <= 6, tops  # a two-line title would put 20 px between them
 
 
 def check_no_slivers(page) -> None:
@@ -332,6 +380,7 @@ def test_walkthrough_shows_the_mlp_heads_plays_and_takes_the_races_tree(server, 
         page.wait_for_timeout(600)
         assert page.locator("#gm-walk-tree .main-svg").first.bounding_box()["height"] <= 700
         check_no_text_over_text(page, "#gm-walk-tree", trees=True)
+        check_fits_the_width(page)
         page.screenshot(path=os.path.join(SHOTS, f"walkthrough_{width}.png"), full_page=True)
     page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
 

@@ -760,3 +760,28 @@ def test_a_punctuation_token_reads_the_same_in_the_tree_and_the_table():
     assert "<code>‹,›</code> 0.42" in table and "<code>␣sea</code> 0.30" in table
     assert ", ," not in html_module.unescape(re.sub(r"<[^>]+>", "", table))
     assert treeplot.node_label(",") == "‹,›" and treeplot.node_label(" sea") == "␣sea"
+
+
+def test_the_walkthroughs_text_never_ends_in_half_a_character():
+    """Issue 71: a /walkthrough answer could end in U+FFFD (an emoji cut between its byte
+    tokens by the token limit); its text, as the race's, ends before the half character."""
+    from app.views.records import whole_characters
+
+    class Bytes:  # token id = a byte
+        def decode(self, ids, skip_special_tokens=False):
+            return bytes(ids).decode("utf-8", errors="replace")
+
+    tokens = list("Sun 🌞".encode("utf-8"))
+    assert Bytes().decode(tokens[:-1]).endswith("\ufffd")  # what the answer's text was
+    for cut in (1, 2, 3):
+        assert whole_characters(Bytes(), tokens[:-cut]) == "Sun "
+    assert whole_characters(Bytes(), tokens) == "Sun 🌞"
+
+
+def test_the_legend_explains_the_token_notation():
+    """Issue 71: the page wrote ␣ for a space and ‹,› around punctuation without saying so."""
+    from app.views.records import DrafterLayout
+    from app.views.render import render_legend, token_mark, visible
+
+    legend = render_legend(DrafterLayout(tree_depth=3))
+    assert visible(" ") in legend and token_mark(",") in legend and "a space" in legend

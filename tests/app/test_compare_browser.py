@@ -15,7 +15,7 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"headless browser test needs Chromium at {CHROMIUM} (apt-get install chromium)",
                 allow_module_level=True)
 from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
-from test_app_browser import ARGS, MODEL_READY_S, RUN_S, SHOTS, WIDTHS, check_no_text_over_text  # noqa: E402
+from test_app_browser import ARGS, MODEL_READY_S, RUN_S, SHOTS, WIDTHS, check_fits_the_width, check_no_text_over_text  # noqa: E402
 
 from app.compare.tab import PLOT_IDS  # noqa: E402
 from app_server import ROOT, running_app  # noqa: E402
@@ -70,6 +70,7 @@ def test_a_comparison_shows_every_drafter_side_by_side(page):
             legend = page.locator(f"{sel} .legend").first.bounding_box()
             axis = page.locator(f"{sel} .xtitle").first.bounding_box()
             assert legend["y"] >= axis["y"] + axis["height"], (sel, axis, legend)
+        check_fits_the_width(page)
         page.screenshot(path=os.path.join(SHOTS, f"compare_{width}.png"), full_page=True)
     page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
     page.screenshot(path=SCREENSHOT, full_page=True)

@@ -100,3 +100,33 @@ def test_real_drafter_random_weights_is_lossless(kind, dtype):
             out, steps = run(target, prompt, drafter, max_new_tokens=24, tree=tree)
             assert out == ref
             assert all(s.drafted <= tree.total_tokens + tree.full_tree_tokens for s in steps)
+
+
+def test_statistics_count_what_was_written_when_a_step_is_cut():
+    """Issue 71: a step cut by the token limit counts only the drafts it wrote. Over runs
+    whose limits cut the last step inside an accepted path: the accepted drafts counted
+    (by position, by head, in the histogram) are the drafted tokens written, which are
+    the new tokens less one target token per forward that wrote its own (the bonus), and
+    what was accepted but cut is named in cut_nodes, not counted."""
+    target = tiny_target("llama")
+    cut_steps = 0
+    for i, prompt in enumerate(prompts(10, 96, seed=71)):
+        ref, _ = run(target, prompt, max_new_tokens=60)
+        drafter = OracleDrafter(prompt + ref + [0] * 16, vocab=96, corrupt=0.0, seed=i)  # every draft right
+        for limit in (5, 6, 7, 9, 11):
+            out, steps = run(target, prompt, drafter, max_new_tokens=limit)
+            assert out == ref[:limit]
+            written_drafts = sum(1 for s in steps for e in s.emitted if e.position > 0)
+            target_tokens = sum(1 for s in steps for e in s.emitted if e.position == 0)
+            st = summarize(steps, 7)
+            assert sum(s.accepted_length for s in steps) == written_drafts
+            assert sum(st.accepted_by_head.values()) == written_drafts
+            assert sum(k * n for k, n in enumerate(st.accepted_hist)) == written_drafts
+            assert st.new_tokens - target_tokens == written_drafts
+            by_position = [round(x * st.verify_steps) for x in st.acceptance_by_position(7)]
+            assert sum(by_position) == written_drafts  # share at d, times the steps, summed over d
+            cut_steps += bool(steps[-1].cut_nodes)
+            for s in steps:
+                assert s.accepted_length == len(s.accepted_nodes)
+                assert not s.cut_nodes or s is steps[-1]
+    assert cut_steps >= 10  # the limits really cut accepted paths

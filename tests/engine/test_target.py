@@ -64,3 +64,19 @@ def test_decoding_through_the_view_is_the_models_own_greedy_decoding():
                              pad_token_id=0)[0, len(prompt):].tolist()
     ours = tokens(stream(target, prompt, None, GenerationSettings(max_new_tokens=16)))
     assert ours[:len(ref)] == ref[:len(ours)] and len(ours) > 0
+
+
+def test_a_4bit_target_is_described_by_its_weights_not_the_float32_model_beside_it():
+    """Issue 71: print(target) on the llama.cpp runtime said "float32, runtime=llama.cpp (4-bit ...)"."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from gumiho.target import Target
+
+    four_bit = SimpleNamespace(name="llama.cpp", weights="4-bit, as stored", quantized=True)
+    text = repr(Target(None, None, "m", torch.device("cpu"), torch.float32, runtime=four_bit))
+    assert "float32" not in text and "runtime=llama.cpp (4-bit, as stored)" in text
+    plain = SimpleNamespace(name="torch", weights="float32", quantized=False)
+    assert "cpu, float32, runtime=torch" in repr(Target(None, None, "m", torch.device("cpu"), torch.float32,
+                                                        runtime=plain))

@@ -2,7 +2,8 @@
 (SIGILL by default) when GUMIHO_TEST_SERVER_DIES says so ("always", or "with-repack":
 unless started with --no-repack, as llama.cpp's AMX repack does on a CPU that
 advertises AMX but cannot run it); otherwise it answers /health and a /completion
-of one token. Each start's arguments are appended to GUMIHO_TEST_SERVER_ARGS (a file)."""
+of one token. Each start's process id and arguments are appended to GUMIHO_TEST_SERVER_ARGS
+(a file, a JSON line each)."""
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 args = sys.argv[1:]
 if os.environ.get("GUMIHO_TEST_SERVER_ARGS"):
     with open(os.environ["GUMIHO_TEST_SERVER_ARGS"], "a") as f:
-        f.write(json.dumps(args) + "\n")
+        f.write(json.dumps({"pid": os.getpid(), "args": args}) + "\n")
 dies = os.environ.get("GUMIHO_TEST_SERVER_DIES", "always")
 if dies == "always" or (dies == "with-repack" and "--no-repack" not in args):
     os.kill(os.getpid(), getattr(signal, os.environ.get("GUMIHO_TEST_NATIVE_DEATH", "SIGILL")))

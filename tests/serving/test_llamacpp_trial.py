@@ -50,7 +50,7 @@ def test_a_server_that_dies_is_named_in_one_line(stand_in, death, words):
     assert f"llama-server died with {death} on this CPU" in lines[0] and words in lines[0]
     assert "GGML_NATIVE=OFF" in lines[0] and "--engine vllm" in lines[0]  # what to try
     assert "GUMIHO_LLAMA_SERVER names" in lines[0]  # the binary the user named, not this project's build
-    starts = [json.loads(line) for line in args_file.read_text().splitlines()]
+    starts = [json.loads(line)["args"] for line in args_file.read_text().splitlines()]
     assert len(starts) in (1, 2)  # the rule's setting, then (after a death with repacking) --no-repack
     assert "--no-repack" in starts[-1]
     # The verdict is kept: the next start tries nothing and says the same.
@@ -76,7 +76,7 @@ def test_a_server_that_dies_only_with_repacking_is_served_without(stand_in, monk
         os.killpg(process.pid, signal.SIGINT)
         out, err = process.communicate(timeout=60)
     assert "Traceback" not in out + err
-    starts = [json.loads(line) for line in args_file.read_text().splitlines()]
+    starts = [json.loads(line)["args"] for line in args_file.read_text().splitlines()]
     assert "--no-repack" in starts[-1] and str(port) in starts[-1]  # the real start: without repacking
     if "--no-repack" not in starts[0]:  # where this CPU's rule repacks: a trial died first, and it says so
         assert any("died with SIGILL" in line and "--no-repack" in line for line in said)
@@ -98,3 +98,47 @@ def test_the_command_line_follows_the_repack_rule(monkeypatch):
 def test_died_words():
     assert died_words(-signal.SIGILL) == "died with SIGILL (illegal instruction)"
     assert died_words(1) == "exited with code 1"
+
+
+def test_the_serve_commands_help_names_both_engines():
+    """Issue 71: --help listed `--engine {vllm}` while its text named llama.cpp."""
+    out = subprocess.run([sys.executable, "-m", "gumiho.serve", "--help"], cwd=ROOT, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert out.returncode == 0 and "{vllm,llama.cpp}" in out.stdout, out.stdout[:500]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie has exited: its parent has not reaped it yet
+        return f.read().split(") ")[-1][0] != "Z"
+
+
+@pytest.mark.parametrize("how", ["SIGINT to the group", "SIGTERM", "SIGHUP", "pipe closed, then SIGINT to the group"])
+def test_nothing_is_left_running_after_the_command_stops(stand_in, how):
+    """Issue 71: every server the command starts stops with it, whatever signal reaches
+    which process; with its output piped to a reader that is gone (``| head``) too."""
+    _, env, args_file = stand_in
+    port = free_port()
+    process = serve(dict(env, GUMIHO_TEST_SERVER_DIES="never"), port)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if "serving at" in process.stdout.readline():
+            break
+    server_pid = json.loads(args_file.read_text().splitlines()[-1])["pid"]
+    assert _alive(server_pid)
+    if how.startswith("pipe closed"):
+        process.stdout.close()  # the reader of its output is gone
+    if "group" in how:
+        os.killpg(process.pid, signal.SIGINT)
+    else:
+        os.kill(process.pid, getattr(signal, how))
+    process.wait(timeout=60)
+    err = process.stderr.read()
+    assert "Traceback" not in err, err
+    deadline = time.monotonic() + 20
+    while _alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(server_pid), f"the server outlived the command ({how})"

@@ -103,7 +103,7 @@ def prepare_target(target: Optional[str], log: Callable[[str], None]) -> tuple[s
     from ..formats.transformers_folder import export_target
     from ..loading import DEFAULT_TARGET, DEFAULT_TARGET_LABEL
 
-    folder = cache_dir() / f"target-default-{code_key('export/transformers_folder.py')}"
+    folder = cache_dir() / f"target-default-{code_key('formats/transformers_folder.py')}"
     if _ready(folder) is None:
         log(f"writing the default target as a transformers folder in {folder} (once) ...")
         export_target(_loaded_target(None), folder, force=True)

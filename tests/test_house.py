@@ -198,3 +198,16 @@ def test_the_runtime_question_check_finds_a_question():
     assert runtime_questions('if target.runtime.name == "llama.cpp":\n    tree = chain')
     assert runtime_questions("if hasattr(cache, 'keep'):")
     assert not runtime_questions('record["runtime"] = target.runtime.name')
+
+
+def test_every_file_a_cache_key_names_exists():
+    """A moved module must not leave a cache key naming its old file (the vLLM export's key
+    named export/transformers_folder.py after it moved to formats/, and serving failed)."""
+    missing = []
+    for path in sorted((ROOT / "gumiho").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "code_key":
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and not (ROOT / "gumiho" / arg.value).is_file():
+                        missing.append(f"{path.relative_to(ROOT)}: {arg.value}")
+    assert missing == []

@@ -291,7 +291,7 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
                       drafter_note=res.note, temperature=req.settings.temperature,
                       notes=[res.drafter_label], scheme=scheme, runtime=target.runtime.name,
                       weights=target.runtime.weights, flat_verify=target.runtime.flat_verify, fastest=fastest,
-                      runtime_note=getattr(target, "runtime_note", ""))
+                      runtime_note=target.runtime_note)
 
 
 def fastest_run(target: Target, ids: list[int], settings: GenerationSettings, stop: threading.Event,

@@ -58,10 +58,10 @@ The package, one idea per module (data flows down the list):
     config   DrafterConfig (sizes, layout, features), validated
     model    Drafter: the weights, the forward's pieces, its folder
 """
-from .config import DrafterConfig, default_feature_layers
+from .config import ROPE_SCALINGS, DrafterConfig, default_feature_layers
 from .kinds import DRAFTER_KINDS, IMPORTED_KINDS, KINDS, OWN_HEAD_KINDS, Kind, kind_layout
 from .kv import GrowingKV, causal_mask
-from .layers import ROPE_SCALINGS, apply_rope, rope_cos_sin, rope_inv_freq
+from .layers import apply_rope, rope_cos_sin, rope_inv_freq
 from .model import Drafter
 
 __all__ = ["DRAFTER_KINDS", "IMPORTED_KINDS", "KINDS", "OWN_HEAD_KINDS", "ROPE_SCALINGS", "Drafter", "DrafterConfig",

@@ -9,7 +9,10 @@ from typing import Optional
 from ..errors import GumihoError
 from ..heads import HeadFamily
 from .kinds import DRAFTER_KINDS, KINDS, Kind, kind_layout
-from .layers import ROPE_SCALINGS
+
+# The rotary scalings the drafter's layers compute (gumiho.drafter.layers.rope_inv_freq), what a
+# config may ask for: kept here, with the check, so the config needs nothing from the layers.
+ROPE_SCALINGS = ("default", "linear", "llama3")
 
 
 @dataclass

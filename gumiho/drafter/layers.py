@@ -30,9 +30,6 @@ class RMSNorm(nn.Module):
 
 
 
-ROPE_SCALINGS = ("default", "linear", "llama3")
-
-
 def rope_inv_freq(head_dim: int, theta: float, scaling: Optional[dict] = None, device=None) -> torch.Tensor:
     """The rotary frequencies theta^(-2j/head_dim), j < head_dim/2, rescaled as a
     checkpoint's ``rope_scaling`` says (imported drafters for long-context targets):

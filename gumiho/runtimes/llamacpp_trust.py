@@ -9,14 +9,14 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
 
 from ..errors import GumihoError
-from .native_probe import Outcome, Verdict, advertises, files_key, first_usable
+from ..files import fingerprint
+from .native_probe import Outcome, Verdict, advertises, first_usable
 
 log = logging.getLogger("gumiho")
 
@@ -59,16 +59,15 @@ class NativeRuntimeUnusable(GumihoError):
 
 def bindings_key() -> dict:
     """The build of llama-cpp-python installed here: its version and its native libraries
-    (names, sizes, times), so a rebuilt or reinstalled wheel is tried again."""
+    (the package's lib/ folder, by names, sizes and times), so a rebuilt or reinstalled
+    wheel is tried again."""
     spec = importlib.util.find_spec("llama_cpp")
-    folder = os.path.dirname(spec.origin) if spec and spec.origin else ""
-    libraries = sorted(os.path.join(root, f) for root, _, files in os.walk(folder) for f in files
-                       if f.endswith((".so", ".dylib", ".dll")) or ".so." in f or f == "__init__.py")
+    folder = Path(spec.origin).parent if spec and spec.origin else Path(".")
     try:
         version = importlib.metadata.version("llama_cpp_python")
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
-    return {"bindings": version, "libraries": files_key(libraries)}
+    return {"bindings": version, "libraries": fingerprint(folder / "lib" if (folder / "lib").is_dir() else folder)}
 
 
 TRIAL_SECONDS = 120  # a trial that has not finished by then is reported, not trusted
@@ -105,7 +104,7 @@ def trust(gguf_path: str, threads: int, extra_buffers: Optional[bool], context: 
     child process per machine, build, file and setting; nothing after (cached)."""
     first = extra_buffers_default() if extra_buffers is None else bool(extra_buffers)
     settings = [{"extra_buffers": first}] + ([{"extra_buffers": False}] if first else [])
-    key = {**bindings_key(), "file": files_key([gguf_path])}  # not the threads: a CPU's instructions, not their number
+    key = {**bindings_key(), "file": fingerprint(gguf_path)}  # not the threads: a CPU's instructions, not their number
     verdict, seen = first_usable("llama.cpp", key, lambda s: _trial(gguf_path, threads, s["extra_buffers"], context),
                                  settings)
     if verdict.usable and len(seen) > 1:

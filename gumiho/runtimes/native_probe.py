@@ -114,18 +114,6 @@ def advertises(*flags: str) -> bool:
     return any(f in have for f in flags)
 
 
-def files_key(paths) -> str:
-    """A key for files as they are now: their names, sizes and modification times."""
-    digest = hashlib.sha256()
-    for path in paths:
-        try:
-            st = os.stat(path)
-            digest.update(f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
-        except OSError:
-            digest.update(f"{path}:missing\n".encode())
-    return digest.hexdigest()[:16]
-
-
 def verdict_path(runtime: str, key: dict) -> str:
     """Where the verdict for ``key`` (build, file, setting), on this CPU, is kept."""
     whole = {"probe": PROBE_VERSION, "runtime": runtime, "cpu": cpu_signature(), **key}

@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
-from ..files import cache_root
+from ..files import cache_root, fingerprint
 from ..formats.gguf_target import check_target_file
 from ..runtimes.llamacpp_trust import extra_buffers_default
-from .cache_keys import code_key, fingerprint
+from .cache_keys import code_key
 from .lifecycle import command_main, serve_until_stopped, start_process, stop_group
 
 DEFAULT_K = 3

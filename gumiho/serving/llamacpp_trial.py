@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
+from ..files import fingerprint
 from ..runtimes.llamacpp_trust import extra_buffers_default
-from ..runtimes.native_probe import Outcome, Verdict, files_key, first_usable, signal_words
+from ..runtimes.native_probe import Outcome, Verdict, first_usable, signal_words
 from .lifecycle import free_port, start_process, stop_group, wait_until_serving
 
 TRIAL_SECONDS = 120
@@ -65,7 +66,7 @@ def trust_server(binary: Path, target_file: str, threads: int) -> tuple[Verdict,
     signal with repacking on, ``--no-repack``. With it, every verdict, in order."""
     first = extra_buffers_default()
     settings = [{"repack": first}] + ([{"repack": False}] if first else [])
-    key = {"binary": files_key([str(binary)]), "file": files_key([target_file])}
+    key = {"binary": fingerprint(str(binary)), "file": fingerprint(target_file)}
     return first_usable("llama-server", key, lambda s: _trial(binary, target_file, threads, s["repack"]), settings)
 
 

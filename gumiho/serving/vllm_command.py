@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
-from .cache_keys import code_key, fingerprint
+from ..files import fingerprint
+from .cache_keys import code_key
 from .lifecycle import command_main, serve_until_stopped, start_process, stop_group
 
 DEFAULT_K = {"gumiho": 4, "eagle3": 3}

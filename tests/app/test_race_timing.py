@@ -187,7 +187,7 @@ def fake_streams(machine, vanilla_fails_at=None):
     return fake
 
 
-FAKE_TARGET = SimpleNamespace(name="fake", context_length=4096, tokenizer=Bytes(),
+FAKE_TARGET = SimpleNamespace(name="fake", context_length=4096, tokenizer=Bytes(), runtime_note="",
                               runtime=SimpleNamespace(name="torch", weights="float32", flat_verify=True),
                               encode=lambda prompt: list(prompt.encode("utf-8")))
 

@@ -97,7 +97,7 @@ def test_a_changed_build_is_tried_again(tmp_path):
     shutil.copytree(FAKE, fake)
     first = json.loads(run(KEYED, tmp_path / "cache", fake=fake).stdout.strip().splitlines()[-1])
     assert [c for c, _, _ in first] == [False, True] and {s for _, s, _ in first} == {"SIGILL"}
-    (fake / "llama_cpp" / "libllama.so").write_text("another build\n")
+    (fake / "llama_cpp" / "lib" / "libllama.so").write_text("another build\n")
     again = json.loads(run(KEYED, tmp_path / "cache", fake=fake).stdout.strip().splitlines()[-1])
     assert [c for c, _, _ in again] == [False, True]
     files = list((tmp_path / "cache" / "probes").iterdir())

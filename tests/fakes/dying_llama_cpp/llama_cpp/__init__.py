@@ -2,7 +2,7 @@
 llama.cpp runtime's trial makes, and its decode kills the process by the signal named
 in GUMIHO_TEST_NATIVE_DEATH (SIGILL by default: what llama.cpp's AMX repack does on a
 CPU that advertises AMX but cannot run it; SIGSEGV: a crash of any other kind).
-Put this folder first on PYTHONPATH to use it; libllama.so beside this file is a
+Put this folder first on PYTHONPATH to use it; lib/libllama.so is a
 placeholder whose size and time stand for the build (change it: another build)."""
 import os
 import signal

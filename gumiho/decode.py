@@ -79,6 +79,13 @@ class GenerationSettings:
             self.tree.validate()
         return self
 
+    def tree_on(self, target: Target) -> TreeSettings:
+        """The tree a generation on ``target`` drafts: these settings' own, or (None)
+        the one its runtime wants (TreeSettings.for_target). The one place that
+        choice is made: the decode loop asks it, and so does a caller that must
+        know the depth that ran (the app's legend)."""
+        return self.tree or TreeSettings.for_target(target)
+
 
 @dataclass
 class GenerationResult:
@@ -166,7 +173,7 @@ def start(target: Target, prompt_ids, drafter=None, settings: Optional[Generatio
     proposer = as_proposer(drafter)
     target.runtime.check_proposer(proposer)  # a drafter the runtime cannot feed is refused in words
     settings = check_settings(settings).validate()
-    tree_settings = (settings.tree or TreeSettings.for_target(target)).validate()
+    tree_settings = settings.tree_on(target).validate()
     ctx = target.context_length
     prompt_ids = check_prompt_ids(prompt_ids, target)
     if not prompt_ids:

@@ -27,7 +27,7 @@ from gumiho.proposers import with_copy
 
 from ..models.hub import ModelHub
 from ..models.zerogpu import on_gpu
-from ..race.run import Lane, fewest_tokens, race_settings, run_in_turns
+from ..race.run import Lane, fewest_tokens, run_in_turns
 from ..views.records import RunRecord, record
 from ..web.checks.forms import DRAFTER_LABELS, RaceForm, check_prompt_length, flag, parse_request
 
@@ -70,11 +70,10 @@ class CompareRequest:
 def parse_compare(form: CompareForm, access=None) -> CompareRequest:
     """``form`` checked, in the race's words (app.web.checks.forms.parse_request): the default
     model, greedy, the race's tree or the paper's."""
-    tree = {name: getattr(form, name) for name in ("tree_depth", "tree_top_k", "tree_nodes")
-            if getattr(form, name) is not None}
     race = RaceForm(prompt=form.prompt, max_new_tokens=form.max_new_tokens, temperature=0.0, top_p=1.0, seed=0,
-                    drafter="gumiho", copy_from_context=False, tree_cost_aware=form.tree_cost_aware,
-                    tree_shape=form.tree_shape, target_weights=form.target_weights, **tree)
+                    drafter="gumiho", copy_from_context=False, tree_depth=form.tree_depth, tree_top_k=form.tree_top_k,
+                    tree_nodes=form.tree_nodes, tree_cost_aware=form.tree_cost_aware,
+                    tree_shape=form.tree_shape, target_weights=form.target_weights)
     req = parse_request(race, access, max_tokens_cap=COMPARE_MAX_NEW_TOKENS)
     methods = COMPARED_KINDS
     if flag(form.copy_alone, "Copying alone", False):
@@ -211,7 +210,8 @@ def compute_compare(hub: ModelHub, req: CompareRequest, stop: threading.Event,
         chosen.append((method, drafter, res.trained or method == COPY_ALONE))
     if target is None:  # nothing could run: the reasons are every drafter's, the first says it
         raise GumihoError(skipped[0].reason if skipped else "No drafter to compare.")
-    settings = race_settings(req.settings, target)
+    settings = req.settings
+    tree = settings.tree_on(target)  # the tree every drafter ran, as the decode loop chooses it
     ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
     progress.prompt_tokens = len(ids)
     lanes = [Lane("vanilla", stream(target, ids, None, settings, stop=stop))]
@@ -231,14 +231,14 @@ def compute_compare(hub: ModelHub, req: CompareRequest, stop: threading.Event,
     v_tokens = [t for ev in vanilla.events for t in ev.tokens]
     drafters = []
     for lane, (method, drafter, trained) in zip(lanes[1:], chosen):
-        rec = record(method, lane.events, tok, ids, drafter, settings.tree.depth)
+        rec = record(method, lane.events, tok, ids, drafter, tree.depth)
         same = [t for ev in rec.events for t in ev.tokens] == v_tokens
         drafters.append(Compared(method, METHOD_LABELS[method], rec, _drafter_parameters(drafter), same, trained))
     if stop.is_set():
         vanilla.stopped = True
         for c in drafters:
             c.record.stopped = True
-    return Comparison(len(ids), target.name, target.runtime.name, target.runtime.weights, settings.tree, vanilla,
+    return Comparison(len(ids), target.name, target.runtime.name, target.runtime.weights, tree, vanilla,
                       drafters, skipped)
 
 

@@ -16,7 +16,7 @@ import gradio as gr
 
 from ..models.hub import ModelHub
 from ..race.run import RUNS, Control, in_background, until_ready
-from ..race.tab import RaceTab
+from ..race.tab import RaceTab, as_given
 from ..views.render import esc, render_banner
 from ..web.checks.forms import PAPER_SHAPE
 from ..web.shared import GENERATE, fail, placeholder, wire
@@ -32,7 +32,8 @@ INTRO = ("**The paper's trade on one screen.** Gumiho gives the first draft posi
          "machine a step at a time, each on its own clock, as in the race.")
 
 # The race's form fields the comparison takes from the Race tab: one tree and one runtime for every drafter.
-RACE_FIELDS = ("tree_depth", "tree_top_k", "tree_nodes", "tree_cost_aware", "tree_shape", "target_weights")
+RACE_FIELDS = ("tree_depth", "tree_top_k", "tree_nodes", "tree_cost_aware", "tree_shape", "tree_touched",
+               "target_weights")
 PLOT_IDS = ("gm-cmp-acc", "gm-cmp-cond", "gm-cmp-time")
 
 
@@ -95,7 +96,8 @@ def start_compare(hub: ModelHub, paper: bool, values: dict) -> dict:
     """Checks the request; a bad one ends the run here with its message (the buttons
     stay disabled until end_compare restores them, as the race's do)."""
     try:
-        form = CompareForm(**{f.name: values[f.name] for f in fields(CompareForm) if f.name in values})
+        given = as_given(values)
+        form = CompareForm(**{f.name: given[f.name] for f in fields(CompareForm) if f.name in given})
         if paper:
             form.tree_shape = PAPER_SHAPE
         req = parse_compare(form, hub.access)

@@ -35,12 +35,12 @@ from typing import AsyncIterator, Callable, Iterator, Optional
 
 import torch
 
-from gumiho import GenerationSettings, GumihoError, StepEvent, Target, TreeSettings, stream, summarize
+from gumiho import GenerationSettings, GumihoError, StepEvent, Target, stream, summarize
 
 from ..models.hub import ModelHub
 from ..models.zerogpu import on_gpu
 from ..views.records import FastestRun, RaceResult, record
-from ..web.checks.forms import DEVICE_TREE, Request, check_prompt_length
+from ..web.checks.forms import Request, check_prompt_length
 
 TIMING_NOTE = ("**How this race is timed:** vanilla and Gumiho never compute at the same moment. They take "
                "turns on this machine, a step at a time, so that both are always at about the same point of the "
@@ -271,7 +271,7 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
     progress.phase = "loading"
     res = hub.resolve(req.target, req.drafter, req.drafter_path, req.copy_from_context, req.target_weights)
     target = res.target
-    settings = race_settings(req.settings, target)
+    settings = req.settings
     ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
     progress.prompt_tokens = len(ids)
     try:
@@ -284,7 +284,7 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
         progress.phase = "done"
     tok = target.tokenizer
     vanilla = record("vanilla", v_events, tok, ids)
-    gumiho = record("gumiho", g_events, tok, ids, res.drafter, settings.tree.depth)
+    gumiho = record("gumiho", g_events, tok, ids, res.drafter, settings.tree_on(target).depth)
     if stop.is_set():
         vanilla.stopped = gumiho.stopped = True
     return RaceResult(prompt_tokens=len(ids), vanilla=vanilla, gumiho=gumiho, model=target.name,
@@ -306,19 +306,6 @@ def fastest_run(target: Target, ids: list[int], settings: GenerationSettings, st
     tokens = [t for e in events for t in e.tokens]
     return FastestRun(runtime=target.runtime.name, weights=target.runtime.weights, stats=summarize(events),
                       text_same=tokens == [t for e in race_vanilla for t in e.tokens])
-
-
-def race_settings(settings: GenerationSettings, target: Target) -> GenerationSettings:
-    """The settings a race runs with on ``target``. The page's tree controls start at
-    DEVICE_TREE, the tree sized for the float32 model on this device; a race left at
-    them takes the tree of the runtime it runs on instead (TreeSettings.for_target),
-    which differs on llama.cpp: there a verify over 4 tokens costs about 2.4 plain
-    forwards, and the float32 CPU tree ran at 0.43x vanilla where the runtime's chain of
-    one ran at 0.65x (docs/llamacpp.md). A tree the page changed, and the
-    paper's, are raced as set; the result's legend says which depth ran."""
-    if settings.tree != DEVICE_TREE:
-        return settings
-    return dataclasses.replace(settings, tree=TreeSettings.for_target(target))
 
 
 async def in_background(fn, submit, stop: Optional[threading.Event] = None,

@@ -27,6 +27,7 @@ from ..web.checks.forms import (
     MAX_TREE_TOP_K,
     PAPER_SHAPE,
     SIZED_SHAPE,
+    TREE_FIELDS,
     RaceForm,
     parse_request,
 )
@@ -64,6 +65,7 @@ class RaceTab:
     tree_nodes: gr.Slider
     tree_cost_aware: gr.Checkbox
     tree_shape: gr.Radio
+    tree_touched: gr.State  # whether the visitor moved a tree control (as_given)
     drafter: gr.Dropdown
     copy_from_context: gr.Checkbox
     target_weights: gr.Radio
@@ -80,8 +82,21 @@ class RaceTab:
     plots: dict  # RacePlot.elem_id -> gr.Plot, one per row of app.race.plots.RACE_PLOTS
 
     def form_controls(self) -> dict:
-        """The control of each field of the race's form, by the field's name."""
-        return {f.name: getattr(self, f.name) for f in fields(RaceForm)}
+        """The control of each field of the race's form, by the field's name, and
+        ``tree_touched`` (read the values with :func:`as_given`)."""
+        return {**{f.name: getattr(self, f.name) for f in fields(RaceForm)}, "tree_touched": self.tree_touched}
+
+
+def as_given(values: dict) -> dict:
+    """The form's values as the visitor gave them: the tree controls show the tree
+    sized for this device (DEVICE_TREE) until one is moved, and a race left at
+    them runs the tree of the runtime it runs on, which the library chooses
+    (GenerationSettings.tree_on: on the 4-bit weights a chain of one), so untouched
+    they are sent as not given. Without a ``tree_touched`` value, as they are."""
+    values = dict(values)
+    if values.pop("tree_touched", True):
+        return values
+    return {name: None if name in TREE_FIELDS else value for name, value in values.items()}
 
 
 def add_race_tab(hub: ModelHub, session: Session, examples: list[str], ready: bool) -> RaceTab:
@@ -145,17 +160,23 @@ def _settings(hub: ModelHub) -> dict:
             copy_box = gr.Checkbox(COPY_DEFAULT, label="Copy from the context (green)",
                                    info="a third guesser: what followed the last tokens where they occurred before",
                                    elem_id="gm-copy", min_width=240)
+        # Set by the visitor's own change of a tree control (`.input`, not the page's updates).
+        touched = gr.State(False)
+        for control in (depth, top_k, budget, cost_aware):
+            control.input(lambda: True, outputs=[touched], queue=False, show_progress="hidden",
+                          api_visibility="private")
         choices = weights_choices(hub.native_note)
         weights = gr.Radio(choices, value=choices[0][1], label="Target weights",
                            info=weights_info(hub.native_note), elem_id="gm-weights")
-        gr.Markdown("On a CPU extra tree nodes cost verify time, by an amount that depends on the CPU; "
+        gr.Markdown("Until you move a tree control, each race takes the tree of the weights it runs on (on the "
+                    "4-bit weights, one draft per step). On a CPU extra tree nodes cost verify time, by an amount that depends on the CPU; "
                     "sized by cost, each step keeps a drafted token only when its chance of being "
                     "accepted pays for that time, as timed on this machine (once, a few seconds). On a "
                     "GPU trees of ~60 nodes cost little more than one token. "
                     "With temperature > 0 the two columns sample "
                     "different texts from the same distribution; at 0 they are identical.")
     return dict(max_new_tokens=max_new, temperature=temperature, top_p=top_p, seed=seed, tree_depth=depth,
-                tree_top_k=top_k, tree_nodes=budget, tree_cost_aware=cost_aware, tree_shape=tree_shape, drafter=drafter,
+                tree_top_k=top_k, tree_nodes=budget, tree_cost_aware=cost_aware, tree_shape=tree_shape, tree_touched=touched, drafter=drafter,
                 copy_from_context=copy_box, target_weights=weights)
 
 
@@ -249,7 +270,8 @@ def start_race(hub: ModelHub, values: dict) -> dict:
     disabled until they have (end_race), so a click in between cannot start a
     run whose buttons the refused run's last step would then reset."""
     try:
-        req = parse_request(RaceForm(**{f.name: values[f.name] for f in fields(RaceForm)}), hub.access)
+        given = as_given(values)
+        req = parse_request(RaceForm(**{f.name: given[f.name] for f in fields(RaceForm)}), hub.access)
     except Exception as e:
         return {"run_id": "", "request": None, "run_btn": gr.Button(interactive=False),
                 "paper_btn": gr.Button(interactive=False), "status": fail(e)}

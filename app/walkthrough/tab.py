@@ -11,7 +11,7 @@ import gradio as gr
 
 from ..models.hub import ModelHub
 from ..race.run import in_background, until_ready
-from ..race.tab import RaceTab
+from ..race.tab import RaceTab, as_given
 from ..views.render import render_banner
 from ..web.checks.forms import WALK_MAX_NEW_TOKENS, RaceForm
 from ..web.shared import GENERATE, Session, fail, placeholder, wire
@@ -78,7 +78,7 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
     nav = {"slider": slider, "prev_btn": prev_btn, "next_btn": next_btn, **view}
     # The walk's own prompt, token count and tree; the drafter, its tree settings and another model from the race.
     race_settings = {name: control for name, control in race.form_controls().items()
-                     if name in WALK_FORM_FIELDS}
+                     if name in WALK_CONTROLS}
     wire(walk_btn.click, walk_run,
          {"prompt": prompt, "max_new_tokens": tokens, "walk_tree": tree, **race_settings},
          {"status": status, "walk": session.walk, **nav, **play}, hub,
@@ -97,6 +97,8 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
 # count are its own; it is always greedy).
 WALK_FORM_FIELDS = ("drafter", "tree_depth", "tree_top_k", "tree_nodes", "target", "drafter_path", "tree_cost_aware",
                     "copy_from_context", "tree_shape")
+# The race's controls the walkthrough reads: its form's, and whether a tree control was moved.
+WALK_CONTROLS = WALK_FORM_FIELDS + ("tree_touched",)
 
 
 def stopped_play() -> dict:
@@ -116,7 +118,8 @@ async def walk_run(hub: ModelHub, values: dict):
     """Yields the banner with the generation's progress while it runs, then the walk."""
     progress = WalkProgress()
     try:
-        form = RaceForm(**{name: values[name] for name in ("prompt", "max_new_tokens", *WALK_FORM_FIELDS)})
+        given = as_given(values)
+        form = RaceForm(**{name: given[name] for name in ("prompt", "max_new_tokens", *WALK_FORM_FIELDS)})
         req = walk_request(form, values["walk_tree"], hub.access)
         label = TREE_LABELS[tree_choice_of(req)]
         if not req.target and not hub.wait_ready(0):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+from typing import Optional
 
 import gradio as gr
 
@@ -16,7 +17,7 @@ from ..race.run import compute_race, on_model_thread, until_ready
 from ..race.summary import summary
 from ..walkthrough.steps import PAPER_TREE, compute_walk, walk_request
 from ..walkthrough.summary import walk_summary
-from .checks.forms import COPY_DEFAULT, DEVICE_TREE, SIZED_SHAPE, RaceForm, parse_request
+from .checks.forms import COPY_DEFAULT, SIZED_SHAPE, RaceForm, parse_request
 from .shared import GENERATE, friendly
 
 
@@ -28,14 +29,16 @@ def add_api(hub: ModelHub) -> dict:
     # A function of its own, not a bound one: Gradio reads the endpoint's parameters,
     # their types and defaults, and its description from this signature and docstring.
     async def race_api(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
-                       seed: int = 0, tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.serial_top_k,
-                       tree_nodes: int = DEVICE_TREE.total_tokens, drafter: str = "gumiho", target: str = "",
-                       drafter_path: str = "", tree_cost_aware: bool = DEVICE_TREE.cost_aware,
+                       seed: int = 0, tree_depth: Optional[int] = None, tree_top_k: Optional[int] = None,
+                       tree_nodes: Optional[int] = None, drafter: str = "gumiho", target: str = "",
+                       drafter_path: str = "", tree_cost_aware: Optional[bool] = None,
                        copy_from_context: bool = COPY_DEFAULT, target_weights: str = "") -> dict:
         """Run vanilla and Gumiho decoding of one prompt, timed in alternation (each on its own clock: the
         sum of its own steps), and return both texts with their statistics (tau, tokens/s, target forwards,
         wall time) and the speedup; for Gumiho also acceptance by draft position (unconditional,
-        conditional, and the part copied from the context). With tree_cost_aware, tree_nodes is the
+        conditional, and the part copied from the context). The tree: with none of tree_depth, tree_top_k,
+        tree_nodes and tree_cost_aware given, the one the runtime that runs wants (on the 4-bit weights a chain
+        of one); with any given, the others take the page's starting values. With tree_cost_aware, tree_nodes is the
         most drafted tokens a step verifies. With copy_from_context, the copy proposer drafts beside the drafter (tokens that
         followed the same words earlier in the prompt or the answer). target_weights: "as stored" runs the default
         model's 4-bit file in llama.cpp, "float32" (and "", the default) its dequantised weights in PyTorch, where
@@ -66,13 +69,13 @@ def add_api(hub: ModelHub) -> dict:
     gr.api(walkthrough_api, api_name="walkthrough", concurrency_id=GENERATE, concurrency_limit=None)
 
     async def compare_api(prompt: str, max_new_tokens: int = 64, tree_shape: str = SIZED_SHAPE,
-                          tree_depth: int = DEVICE_TREE.depth, tree_top_k: int = DEVICE_TREE.serial_top_k,
-                          tree_nodes: int = DEVICE_TREE.total_tokens, tree_cost_aware: bool = DEVICE_TREE.cost_aware,
+                          tree_depth: Optional[int] = None, tree_top_k: Optional[int] = None,
+                          tree_nodes: Optional[int] = None, tree_cost_aware: Optional[bool] = None,
                           target_weights: str = "", copy_alone: bool = False, gumiho_with_copy: bool = False) -> dict:
         """Decode one prompt greedily with vanilla decoding and with every drafter shipped for the default model
         (gumiho, all-serial, all-parallel, eagle3; copy_alone and gumiho_with_copy add the copy proposer alone
-        and beside Gumiho), all with one tree (tree_shape "sized": the tree settings given; "paper": the paper's
-        tree) and one runtime (target_weights as in /race), each timed on its own clock in turns. Returns per
+        and beside Gumiho), all with one tree (tree_shape "sized": the tree settings given, as in /race; "paper":
+        the paper's tree) and one runtime (target_weights as in /race), each timed on its own clock in turns. Returns per
         drafter its text and whether it is vanilla's, tau, tokens/s, speedup, drafting and verify seconds,
         acceptance by position (unconditional and conditional), the positions its serial and MLP heads drafted
         and its size in parameters; the drafters that could not run, with the reason; and sentences written

@@ -28,7 +28,7 @@ def hub():
     return h
 
 
-def race(hub, weights="", kind="gumiho", max_new=24, tree=(3, 4, 5)):
+def race(hub, weights="", kind="gumiho", max_new=24, tree=(None, None, None)):  # the page's untouched tree
     req = parse_request(RaceForm(PROMPT, max_new, 0.0, 1.0, 0, *tree, kind, "", "", target_weights=weights))
     return compute_race(hub, req, threading.Event())
 
@@ -123,3 +123,26 @@ def test_the_page_says_when_the_4bit_runtime_is_not_installed(monkeypatch):
     assert "not installed on this server" in info and "pip install llama-cpp-python==0.3.36" in info
     monkeypatch.setattr(race_settings, "llamacpp_available", lambda: True)
     assert race_settings.weights_info() == race_settings.WEIGHTS_INFO
+
+
+def test_a_device_sized_tree_set_by_hand_is_raced_as_set_on_llamacpp(hub):
+    """The controls' starting values, sent as given (an API call naming them), are a
+    tree like any other: raced as set, not swapped for the runtime's (no comparison
+    by value with the page's defaults decides it)."""
+    from app.web.checks.forms import DEVICE_TREE
+    result = race(hub, WEIGHTS_AS_STORED, tree=(DEVICE_TREE.depth, DEVICE_TREE.serial_top_k, DEVICE_TREE.total_tokens))
+    assert result.gumiho.layout.tree_depth == DEVICE_TREE.depth
+
+
+def test_untouched_tree_controls_are_sent_as_not_given():
+    from app.race.tab import as_given
+    from app.web.checks.forms import TREE_FIELDS
+    values = {"prompt": "hi", "tree_depth": 3, "tree_top_k": 4, "tree_nodes": 5, "tree_cost_aware": False,
+              "tree_shape": "sized"}
+    untouched = as_given({**values, "tree_touched": False})
+    assert all(untouched[name] is None for name in TREE_FIELDS) and untouched["prompt"] == "hi"
+    assert "tree_touched" not in untouched
+    assert as_given({**values, "tree_touched": True}) == values
+    assert parse_request(RaceForm("hi", 8)).settings.tree is None  # the runtime's tree (GenerationSettings.tree_on)
+    partly = parse_request(RaceForm("hi", 8, tree_depth=2)).settings.tree
+    assert partly.depth == 2 and partly.total_tokens > 0  # the others at the controls' starting values

@@ -94,13 +94,16 @@ class RaceForm:
     temperature: object = 0.0
     top_p: object = 1.0
     seed: object = 0
-    tree_depth: object = DEVICE_TREE.depth
-    tree_top_k: object = DEVICE_TREE.serial_top_k
-    tree_nodes: object = DEVICE_TREE.total_tokens
+    # The tree: all four None (the page's controls left as they came, or an API call that
+    # names none) leaves it to the runtime the race runs on (GenerationSettings.tree_on);
+    # any one given sizes it, the others taking the controls' starting values (DEVICE_TREE).
+    tree_depth: object = None
+    tree_top_k: object = None
+    tree_nodes: object = None
     drafter: object = "gumiho"
     target: object = ""
     drafter_path: object = ""
-    tree_cost_aware: object = None  # None: DEVICE_TREE's
+    tree_cost_aware: object = None
     copy_from_context: object = None  # None: COPY_DEFAULT
     target_weights: object = None  # RACE_WEIGHTS, or None / "" for the default (float32)
     tree_shape: object = None  # RACE_SHAPES; None: SIZED_SHAPE
@@ -209,15 +212,25 @@ def check_pair(target_id: str, drafter_path: str) -> None:
                       f"drafter box empty.")
 
 
-def _tree(form: RaceForm, shape: str) -> TreeSettings:
-    """The race's tree: the form's controls (sized for this machine), or the paper's
-    whatever they say (they are then neither used nor checked)."""
+TREE_FIELDS = ("tree_depth", "tree_top_k", "tree_nodes", "tree_cost_aware")
+
+
+def _tree(form: RaceForm, shape: str) -> Optional[TreeSettings]:
+    """The race's tree: the paper's whatever the controls say (they are then neither
+    used nor checked); None, the runtime's own, when no tree field is given; else
+    the one the fields size (sized for this machine)."""
     if shape == PAPER_SHAPE:
         return PAPER_TREE_SETTINGS
+    if all(getattr(form, name) is None for name in TREE_FIELDS):
+        return None
+
+    def given(value, default):
+        return default if value is None else value
+
     return TreeSettings(
-        total_tokens=whole(form.tree_nodes, "Tree node budget", 1, MAX_TREE_NODES),
-        depth=whole(form.tree_depth, "Tree depth", 1, MAX_TREE_DEPTH),
-        serial_top_k=whole(form.tree_top_k, "Tree top-k", 1, MAX_TREE_TOP_K),
+        total_tokens=whole(given(form.tree_nodes, DEVICE_TREE.total_tokens), "Tree node budget", 1, MAX_TREE_NODES),
+        depth=whole(given(form.tree_depth, DEVICE_TREE.depth), "Tree depth", 1, MAX_TREE_DEPTH),
+        serial_top_k=whole(given(form.tree_top_k, DEVICE_TREE.serial_top_k), "Tree top-k", 1, MAX_TREE_TOP_K),
         mlp_top_k=DEVICE_TREE.mlp_top_k, mlp_keep=DEVICE_TREE.mlp_keep, full_tree=DEVICE_TREE.full_tree,
         full_tree_tokens=DEVICE_TREE.full_tree_tokens,
         cost_aware=flag(form.tree_cost_aware, "Size trees by measured cost", DEVICE_TREE.cost_aware),

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes.stop_matrix import STOP_WAYS, stop_and_check, wait_serving
 
 from gumiho.runtimes import native_probe
 from gumiho.runtimes.llamacpp_trust import extra_buffers_default
@@ -107,38 +108,11 @@ def test_the_serve_commands_help_names_both_engines():
     assert out.returncode == 0 and "{vllm,llama.cpp}" in out.stdout, out.stdout[:500]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie has exited: its parent has not reaped it yet
-        return f.read().split(") ")[-1][0] != "Z"
-
-
-@pytest.mark.parametrize("how", ["SIGINT to the group", "SIGTERM", "SIGHUP", "pipe closed, then SIGINT to the group"])
+@pytest.mark.parametrize("how", STOP_WAYS)
 def test_nothing_is_left_running_after_the_command_stops(stand_in, how):
     """Issue 71: every server the command starts stops with it, whatever signal reaches
     which process; with its output piped to a reader that is gone (``| head``) too."""
     _, env, args_file = stand_in
-    port = free_port()
-    process = serve(dict(env, GUMIHO_TEST_SERVER_DIES="never"), port)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if "serving at" in process.stdout.readline():
-            break
-    server_pid = json.loads(args_file.read_text().splitlines()[-1])["pid"]
-    assert _alive(server_pid)
-    if how.startswith("pipe closed"):
-        process.stdout.close()  # the reader of its output is gone
-    if "group" in how:
-        os.killpg(process.pid, signal.SIGINT)
-    else:
-        os.kill(process.pid, getattr(signal, how))
-    process.wait(timeout=60)
-    err = process.stderr.read()
-    assert "Traceback" not in err, err
-    deadline = time.monotonic() + 20
-    while _alive(server_pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _alive(server_pid), f"the server outlived the command ({how})"
+    process = serve(dict(env, GUMIHO_TEST_SERVER_DIES="never"), free_port())
+    wait_serving(process)
+    stop_and_check(process, [json.loads(args_file.read_text().splitlines()[-1])["pid"]], how)

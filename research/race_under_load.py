@@ -1,64 +1,72 @@
-"""Benchmark: the app's race under a load that starts halfway through it.
+"""Benchmark: the app's race on a quiet machine and on a busy one, for both weights the
+page races (float32 in PyTorch, the 4-bit file in llama.cpp), with how busy the race
+itself measured the machine to be (gumiho.bench.machine_load).
 
-For each timing scheme of app.race.run (sequential: vanilla alone, then Gumiho
-alone; alternating: both advanced in turn, balanced by tokens, each on its own
-clock), the same race of the default model and its shipped Gumiho drafter runs
-twice: on a quiet machine, and with a CPU hog (``--hog-procs`` processes
-spinning) started once the race has produced half of its tokens. Half is counted
-in the tokens of both decoders together, taken from the quiet run of the same
-scheme (greedy decoding: the loaded run produces the same tokens), so the load
-starts in the middle of the race in both schemes and lasts to its end.
+For each prompt (the page's example prompts), each weight and each load, one race of
+the default model and its shipped Gumiho drafter, through the app's own code
+(app.race.run.compute_race on the model thread of an app.models.hub.ModelHub, the tree
+the page gives when its controls are left alone). The loads, interleaved prompt by
+prompt so that slow drift of the machine falls on all of them:
 
-A fair scheme's speedup should barely move under such load, since the hog slows
-both decoders alike; the sequential one puts all of it on whichever decoder was
-running (here mostly Gumiho). The table gives, per scheme, the quiet and loaded
-speedups (medians over ``--repeats``), their ratio, and whether the ratio is
-within 15% of 1.
+* quiet: nothing started beside the race;
+* hog: ``--hog-procs`` processes spinning on the CPU for the whole race;
+* halfway: the same hog, started once the race has produced half of its tokens (load
+  that comes and goes: what the alternating clock is built for);
+* one: a single spinning process for the whole race;
+* light: a single process busy 30% of every 50 ms, for the whole race.
 
-    python research/race_under_load.py --max-new-tokens 64
-    python research/race_under_load.py --repeats 3 --hog-procs 2 --out race_under_load.json
+``--loads`` picks which run (quiet always); the lighter ones place the busy threshold
+(gumiho.bench.machine_load.BUSY_SHARE) between a share that leaves the speedup alone
+and one that moves it.
 
-The machine may be shared: other work shows up as noise in both runs. The races
-go through the app's own code (app.race.run.compute_race on the model thread of an
-app.models.hub.ModelHub), with the app's default tree for this device.
+Per weight and load: the median speedup, the median of the per-prompt ratios of the
+loaded speedup over the quiet one (1 = the lesson unchanged), and the median share of
+the CPUs the race saw other processes use. A ratio within 10% of 1 is "fair".
+
+    PYTHONPATH=. python research/race_under_load.py --out benchmarks/busy/race_under_load.json
 """
 from __future__ import annotations
 
 import argparse
 import json
+import platform
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
-from gumiho import shipped_drafter_path
-from gumiho.app.models.hub import ModelHub
-from gumiho.app.race.run import SCHEMES, Progress, compute_race
-from gumiho.app.views.render import speedup
-from gumiho.app.web.checks.forms import DEVICE_TREE, RaceForm, parse_request
+from app.models.hub import ModelHub
+from app.race.run import Progress, compute_race
+from app.views.render import speedup
+from app.web.checks.forms import WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
+from app.web.layout import load_examples
+from gumiho.bench.machine_load import BUSY_SHARE
+from gumiho.kernels.machine import cpu_summary
 
-PROMPT = ("Write a short travel blog post about a weekend in Lisbon: two places to eat, one museum worth the "
-          "queue, and a tip for getting around the hills.")
-TOLERANCE = 0.15
+FAIR = 0.10
+LOADS = ("quiet", "hog", "halfway", "one", "light")
+
+
+SPIN = "while True: pass"
+# Busy for `duty` of every 50 ms, asleep the rest.
+DUTY = ("import time\nwhile True:\n    end = time.monotonic() + {busy}\n    while time.monotonic() < end: pass\n"
+        "    time.sleep({idle})\n")
 
 
 class Hog:
-    """``procs`` processes that each keep one core busy until stopped. Separate
-    interpreters, not threads: they must compete for the CPU as another program
-    on the machine would, not for this process's interpreter lock."""
+    """``procs`` processes that each keep one core busy (``duty`` of the time) until
+    stopped: separate interpreters, competing for the CPU as another program would."""
 
-    def __init__(self, procs: int):
-        self.n = procs
+    def __init__(self, procs: int, duty: float = 1.0):
+        self.n, self.duty = procs, duty
         self.procs: list[subprocess.Popen] = []
-        self.started_at = None  # (vanilla tokens, gumiho tokens) when it started
-
-    @property
-    def running(self) -> bool:
-        return bool(self.procs)
 
     def start(self):
-        self.procs = [subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"]) for _ in range(self.n)]
+        code = SPIN if self.duty >= 1 else DUTY.format(busy=0.05 * self.duty, idle=0.05 * (1 - self.duty))
+        if not self.procs:
+            self.procs = [subprocess.Popen([sys.executable, "-S", "-c", code]) for _ in range(self.n)]
 
     def stop(self):
         for p in self.procs:
@@ -68,7 +76,7 @@ class Hog:
         self.procs = []
 
 
-class HogHalfway(Progress):
+class HogAt(Progress):
     """The race's progress, which starts the hog once both decoders together have
     produced ``at_tokens`` tokens (called between timed steps, off both clocks)."""
 
@@ -78,42 +86,42 @@ class HogHalfway(Progress):
 
     def produced(self, vanilla: int, gumiho: int) -> None:
         super().produced(vanilla, gumiho)
-        if self.hog.started_at is None and vanilla + gumiho >= self.at_tokens:
-            self.hog.started_at = (vanilla, gumiho)
+        if vanilla + gumiho >= self.at_tokens:
             self.hog.start()
 
 
-def one_race(hub: ModelHub, req, scheme: str, progress: Progress = None) -> dict:
-    res = hub.submit(lambda: compute_race(hub, req, threading.Event(), progress, scheme=scheme)).result()
+def one_race(hub: ModelHub, req, progress: Progress = None) -> dict:
+    res = hub.submit(lambda: compute_race(hub, req, threading.Event(), progress)).result()
     sp = speedup(res)
-    v, g = res.vanilla.stats(), res.gumiho.stats()
-    return {"speedup": sp[0] if sp else None, "speedup_kind": sp[1] if sp else None,
-            "vanilla_s": res.vanilla.wall_s, "gumiho_s": res.gumiho.wall_s,
-            "vanilla_tokens": v.new_tokens, "gumiho_tokens": g.new_tokens, "tau": g.tau}
+    m = res.machine
+    return {"speedup": sp[0] if sp else None, "vanilla_s": res.vanilla.wall_s, "gumiho_s": res.gumiho.wall_s,
+            "tokens": res.vanilla.stats().new_tokens + res.gumiho.stats().new_tokens, "tau": res.gumiho.stats().tau,
+            "machine": m.as_record() if m else None}
 
 
-def brief(run: dict) -> str:
-    sp = f"{run['speedup']:.2f}x" if run["speedup"] is not None else "no speedup"
-    return f"{sp} (vanilla {run['vanilla_s']:.2f} s, Gumiho {run['gumiho_s']:.2f} s)"
+def raced(hub: ModelHub, req, load: str, procs: int, half: int) -> dict:
+    hog = {"one": Hog(1), "light": Hog(1, 0.3)}.get(load) or Hog(procs)
+    try:
+        if load in ("hog", "one", "light"):
+            hog.start()
+            time.sleep(0.3)  # the hog running before the first timed step
+            return one_race(hub, req)
+        if load == "halfway":
+            return one_race(hub, req, HogAt(hog, half))
+        return one_race(hub, req)
+    finally:
+        hog.stop()
+        time.sleep(0.5)  # the machine quiet again before the next race
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--prompt", default=PROMPT)
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--hog-procs", type=int, default=2, help="busy processes started halfway (default 2)")
-    ap.add_argument("--repeats", type=int, default=1, help="quiet + loaded pairs per scheme (default 1)")
-    ap.add_argument("--schemes", default=",".join(("sequential", "alternating")),
-                    help=f"comma-separated, of {', '.join(SCHEMES)}")
-    ap.add_argument("--out", help="write the figures of every race here (JSON)")
+    ap.add_argument("--prompts", type=int, default=4, help="the page's first N example prompts (default 4)")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--hog-procs", type=int, default=2, help="busy processes (default 2: one per core here)")
+    ap.add_argument("--loads", default="hog,halfway", help=f"beside quiet, of {', '.join(LOADS[1:])}")
+    ap.add_argument("--out", help="write every race's figures here (JSON), and a table beside it (.txt)")
     args = ap.parse_args(argv)
-    schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
-    unknown = [s for s in schemes if s not in SCHEMES]
-    if unknown or args.repeats < 1 or args.hog_procs < 1 or args.max_new_tokens < 2:
-        ap.error(f"unknown scheme {unknown[0]!r}" if unknown else "--repeats and --hog-procs must be at least 1, "
-                 "--max-new-tokens at least 2")
-    if not shipped_drafter_path("gumiho"):
-        print("warning: no shipped Gumiho drafter found; the race uses a random-weight drafter", file=sys.stderr)
 
     t0 = time.perf_counter()
     hub = ModelHub(access=None).start()  # the default model and drafter, warmed up as the app does
@@ -121,51 +129,50 @@ def main(argv=None) -> int:
     if not hub.ready:
         print(f"the default model did not load: {hub.error}", file=sys.stderr)
         return 1
-    req = parse_request(RaceForm(args.prompt, args.max_new_tokens, 0.0, 1.0, 0, DEVICE_TREE.depth, DEVICE_TREE.serial_top_k, DEVICE_TREE.total_tokens, "gumiho"))
-    print(f"{hub.default.name} with {hub.resolve().drafter_label} loaded in {time.perf_counter() - t0:.0f} s; "
-          f"{args.max_new_tokens} new tokens, tree depth {DEVICE_TREE.depth} top-k {DEVICE_TREE.serial_top_k} "
-          f"nodes {DEVICE_TREE.total_tokens}, hog of {args.hog_procs} process(es)", flush=True)
-    one_race(hub, req, "alternating")  # untimed: one-time costs (a cost-aware tree's measurement, allocations)
+    print(f"{hub.default.name} loaded in {time.perf_counter() - t0:.0f} s", flush=True)
+    loads = ("quiet",) + tuple(x for x in args.loads.split(",") if x in LOADS and x != "quiet")
+    prompts = load_examples()[:args.prompts]
+    weights = [WEIGHTS_FLOAT32] + ([WEIGHTS_AS_STORED] if hub.default.runtime.name == "llama.cpp" else [])
+    runs = []
+    for i, prompt in enumerate(prompts):
+        for w in weights:
+            req = parse_request(RaceForm(prompt, args.max_new_tokens, target_weights=w))
+            if i == 0:
+                one_race(hub, req)  # untimed: one-time costs of this runtime
+            loaded = loads[1:]
+            order = loaded[i % len(loaded):] + loaded[:i % len(loaded)]  # rotated prompt by prompt
+            quiet_tokens = None
+            row = {"prompt": i, "weights": w}
+            for load in ("quiet",) + order:  # quiet first: halfway needs its count
+                r = raced(hub, req, load, args.hog_procs, (quiet_tokens or 2 * args.max_new_tokens) // 2)
+                quiet_tokens = quiet_tokens or r["tokens"]
+                row[load] = r
+                share = r["machine"]["others_share"] if r["machine"] else float("nan")
+                print(f"prompt {i} {w:<9} {load:<8} speedup {r['speedup']:.3f}  others {share:.2f}", flush=True)
+            runs.append(row)
 
-    runs = {s: [] for s in schemes}
-    for r in range(args.repeats):
-        for scheme in schemes:  # the schemes interleaved, so that slow drift of the machine hits both
-            quiet = one_race(hub, req, scheme)
-            half = (quiet["vanilla_tokens"] + quiet["gumiho_tokens"]) // 2
-            hog = Hog(args.hog_procs)
-            try:
-                loaded = one_race(hub, req, scheme, HogHalfway(hog, half))
-            finally:
-                hog.stop()
-            loaded["hog_started_at"] = {"vanilla_tokens": hog.started_at[0], "gumiho_tokens": hog.started_at[1]} \
-                if hog.started_at else None
-            runs[scheme].append({"quiet": quiet, "loaded": loaded})
-            print(f"  repeat {r + 1} {scheme:<11}  quiet {brief(quiet)}   loaded {brief(loaded)}; hog from "
-                  f"(vanilla, Gumiho) tokens {hog.started_at}", flush=True)
-
-    rows = []
-    for scheme in schemes:
-        # A wall-time speedup needs equal token counts (greedy decoding gives them);
-        # a race without one would say nothing here.
-        if any(x[k]["speedup"] is None for x in runs[scheme] for k in ("quiet", "loaded")):
-            print(f"{scheme}: a race gave no speedup", file=sys.stderr)
-            return 1
-        q = statistics.median(x["quiet"]["speedup"] for x in runs[scheme])
-        h = statistics.median(x["loaded"]["speedup"] for x in runs[scheme])
-        rows.append({"scheme": scheme, "quiet_speedup": q, "loaded_speedup": h, "ratio": h / q,
-                     "within_15pct": abs(h / q - 1) <= TOLERANCE})
-    print()
-    print(f"{'scheme':<12} {'quiet':>8} {'hogged':>8} {'hogged/quiet':>13}  within 15%")
-    for row in rows:
-        print(f"{row['scheme']:<12} {row['quiet_speedup']:>7.2f}x {row['loaded_speedup']:>7.2f}x "
-              f"{row['ratio']:>13.2f}  {'yes' if row['within_15pct'] else 'no'}")
+    lines = [f"race under load: {len(prompts)} prompts, {args.max_new_tokens} new tokens, hog of {args.hog_procs} "
+             f"spinning process(es); {cpu_summary()}, {platform.machine()}",
+             f"{'weights':<10} {'load':<8} {'speedup':>8} {'loaded/quiet':>13} {'others':>7}  fair (within {FAIR:.0%})"]
+    table = {}
+    for w in weights:
+        rows = [r for r in runs if r["weights"] == w]
+        for load in loads:
+            sp = statistics.median(r[load]["speedup"] for r in rows)
+            ratio = statistics.median(r[load]["speedup"] / r["quiet"]["speedup"] for r in rows)
+            others = statistics.median(r[load]["machine"]["others_share"] for r in rows if r[load]["machine"])
+            table[f"{w}/{load}"] = {"speedup": round(sp, 3), "loaded_over_quiet": round(ratio, 3),
+                                    "others_share": round(others, 3)}
+            fair = "" if load == "quiet" else ("yes" if abs(ratio - 1) <= FAIR else "no")
+            lines.append(f"{w:<10} {load:<8} {sp:8.3f} {ratio:13.3f} {others:7.2f}  {fair}")
+    lines.append(f"busy above others' share {BUSY_SHARE:.2f} (gumiho.bench.machine_load.BUSY_SHARE)")
+    print("\n".join(lines))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"model": hub.default.name, "prompt": args.prompt, "max_new_tokens": args.max_new_tokens,
-                       "hog_procs": args.hog_procs, "repeats": args.repeats,
-                       "tree": {"depth": DEVICE_TREE.depth, "top_k": DEVICE_TREE.serial_top_k,
-                                "total_tokens": DEVICE_TREE.total_tokens, "cost_aware": DEVICE_TREE.cost_aware},
-                       "summary": rows, "runs": runs}, f, indent=2)
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"settings": vars(args), "cpu": cpu_summary(), "table": table, "runs": runs},
+                                  indent=1))
+        out.with_suffix(".txt").write_text("\n".join(lines) + "\n")
     return 0
 
 

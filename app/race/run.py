@@ -36,6 +36,7 @@ from typing import AsyncIterator, Callable, Iterator, Optional
 import torch
 
 from gumiho import GenerationSettings, GumihoError, StepEvent, Target, stream, summarize
+from gumiho.bench.machine_load import LoadMeter
 
 from ..models.hub import ModelHub
 from ..models.zerogpu import on_gpu
@@ -274,8 +275,10 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
     settings = req.settings
     ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
     progress.prompt_tokens = len(ids)
+    meter = LoadMeter()
     try:
         v_events, g_events = timed_race(target, ids, res.drafter, settings, stop, progress, scheme, now)
+        machine = meter.reading()  # the timed race only: the fastest run below is timed alone
         fastest = None
         if res.fastest is not None and not stop.is_set():
             progress.phase = "fastest"
@@ -291,7 +294,7 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
                       drafter_note=res.note, temperature=req.settings.temperature,
                       notes=[res.drafter_label], scheme=scheme, runtime=target.runtime.name,
                       weights=target.runtime.weights, flat_verify=target.runtime.flat_verify, fastest=fastest,
-                      runtime_note=target.runtime_note)
+                      runtime_note=target.runtime_note, machine=machine)
 
 
 def fastest_run(target: Target, ids: list[int], settings: GenerationSettings, stop: threading.Event,

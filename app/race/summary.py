@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..views.records import RaceResult
-from ..views.render import SAMPLED_TEXTS, speedup
+from ..views.render import SAMPLED_TEXTS, busy_note, speedup
 from .run import TIMING
 
 
@@ -36,7 +36,10 @@ def summary(result: RaceResult, prompt: str) -> dict:
             "speedup": round(sp[0], 4) if sp else None, "speedup_kind": sp[1] if sp else None,
             "texts_note": SAMPLED_TEXTS if result.temperature > 0 else "",
             "timing": TIMING.get(result.scheme, result.scheme), "runtime": result.runtime, "weights": result.weights,
-            "runtime_note": result.runtime_note, "fastest": fastest_summary(result)}
+            "runtime_note": result.runtime_note, "fastest": fastest_summary(result),
+            # How busy the machine was while the race was timed, and what that means for its speedup.
+            "machine": result.machine.as_record() if result.machine is not None else None,
+            "machine_note": busy_note(result)}
 
 
 def fastest_summary(result: RaceResult) -> Optional[dict]:

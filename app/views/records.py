@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from gumiho import GenerationStats, StepEvent, summarize
+from gumiho.bench.machine_load import LoadReading
 from gumiho.heads import HeadFamily
 from gumiho.proposers import CopyDrafter, Head, as_proposer
 
@@ -314,6 +315,8 @@ class RaceResult:
     fastest: Optional["FastestRun"] = None  # vanilla on the model as loaded, when the race ran another view
     # Why the target is not on its 4-bit runtime here (Target.runtime_note; "" when it is or never was meant to be)
     runtime_note: str = ""
+    # How busy the machine was while the two lanes were timed (None where it cannot be read)
+    machine: Optional[LoadReading] = None
 
     @property
     def duration(self) -> float:

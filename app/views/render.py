@@ -12,6 +12,7 @@ import html
 from typing import Iterable, Optional
 
 from gumiho import metrics
+from gumiho.bench.machine_load import BUSY_EFFECT
 from gumiho.heads import HeadFamily
 
 from . import palette
@@ -321,8 +322,20 @@ def render_result(result: Optional[RaceResult]) -> str:
     note = runtime_note(result, value).strip()
     summary = "What ran the target" + (", and the fastest way to run it here" if result.fastest else "")
     more = f'<details class="gm-more"><summary>{summary}</summary>{esc(note)}</details>' if note else ""
+    busy = busy_note(result)
+    warning = f'<div class="gm-busy" role="note">{esc(busy)}</div>' if busy else ""
     return (f'<div class="gm-result {"win" if value >= 1 else "lose"}"><span class="big">Speedup {value:.2f}×</span> '
-            f"Gumiho was {shown:.2f}× {word} than vanilla ({esc(detail)}).{esc(same)}{more}</div>")
+            f"Gumiho was {shown:.2f}× {word} than vanilla ({esc(detail)}).{esc(same)}{warning}{more}</div>")
+
+
+def busy_note(result: RaceResult) -> str:
+    """Why this race's speedup cannot be trusted, when the machine was busy while it was
+    timed ("" when it was quiet, or when that could not be read)."""
+    m = result.machine
+    if m is None or not m.busy:
+        return ""
+    return (f"This machine was busy: {m.note()}. {BUSY_EFFECT} So this speedup cannot be trusted; tau and "
+            f"acceptance can (they do not depend on the clock). Run the race again when the machine is quiet.")
 
 
 def runtime_note(result: RaceResult, value: float) -> str:

@@ -18,6 +18,7 @@ from ..errors import GumihoError
 from ..loading import DEFAULT_TARGET_LABEL, DRAFTER_DTYPES, load_target
 from ..proposers import CopySettings, as_proposer
 from ..tree import TreeSettings
+from .machine_load import BUSY_EFFECT, BUSY_NOTE
 from .methods import DRAFTER_FLAGS, HF_LOOKUP_TOKENS, METHODS, is_default_target, registry_lookup, resolve_drafters
 from .prompt_sets import load_prompts
 from .runner import BenchSettings, run_benchmark
@@ -189,6 +190,14 @@ def tree_from_args(args, device, base: Optional[TreeSettings] = None, target=Non
     return tree.validate()
 
 
+def busy_warning(machine: Optional[dict]) -> str:
+    """The warning of a run timed on a busy machine ("" for a quiet one or an unknown)."""
+    if not machine or not machine.get("busy"):
+        return ""
+    return (f"the machine was busy: {BUSY_NOTE.format(share=machine['others_share'], limit=machine['busy_above'])}. "
+            f"{BUSY_EFFECT} Run the benchmark again on a quiet machine before reading its speedups.")
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     warnings: list[str] = []
@@ -245,6 +254,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                                  tree=tree_from_args(args, target.device, pair_tree, target),
                                  progress=not args.no_progress)
         record = run_benchmark(target, drafters, prompts, settings, log=log)
+        busy = busy_warning(record.get("machine"))
+        if busy:
+            warn(busy)
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

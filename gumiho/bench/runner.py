@@ -20,6 +20,7 @@ from ..proposers import split_copy
 from ..target import Target
 from ..tree import TreeSettings
 from ..verifycost import tokens_needed, verify_cost_for
+from .machine_load import LoadMeter
 from .methods import HFGenerate
 from .prompt_sets import as_prompt, prompt_ids
 
@@ -162,8 +163,10 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
                 _run_one(target, encoded[i], drafters[name],
                          gen_settings(i, min(settings.warmup_tokens, settings.max_new_tokens)))
 
+    meter = LoadMeter()  # how busy the machine was while the timed prompts ran
     timed = _run_prompts(target, drafters, names, prompts, encoded,
                          lambda i: gen_settings(i, settings.max_new_tokens), settings)
+    machine = meter.reading()
     methods = {name: _method_record(drafters[name], timed.totals[name].stats, timed.pairs[name], tree)
                for name in names}
     return {
@@ -188,6 +191,8 @@ def run_benchmark(target: Target, drafters: dict, prompts: Sequence, settings: O
             "measured": [round(1000 * c, 3) for c in verify_cost.measured],
             "fitted": [round(1000 * c, 3) for c in verify_cost.seconds]},
         "torch_threads": torch.get_num_threads(),
+        # The share of the CPUs other processes took while the timed prompts ran (gumiho.bench.machine_load).
+        "machine": machine.as_record() if machine is not None else None,
         # Speedups on a CPU depend on its vector units (see gumiho.kernels.machine).
         "cpu": cpu_summary() if str(target.device).startswith("cpu") else None,
         "torch_version": torch.__version__,

@@ -36,6 +36,7 @@ from app.walkthrough.steps import (
 )
 from app.web.checks.forms import DEVICE_TREE, MAX_PROMPT_CHARS, RaceForm, parse_request
 from gumiho import EmittedToken, GenerationSettings, GumihoError, RejectedToken, StepEvent, TreeSettings, stream
+from gumiho.bench.machine_load import LoadReading
 from helpers import OracleDrafter, ready_hub, tiny_target
 
 END = 300  # the toy tokenizer's special "end" token
@@ -379,6 +380,24 @@ def test_stats_and_speedup():
     # Sampled, the texts differ, and the result line says why (issue 60).
     sampled = render_result(race_of(v_events, g_events, temperature=0.8))
     assert "each column samples its own text" in sampled and "identical" not in sampled
+
+
+def test_the_race_names_a_busy_machine_in_its_result_and_json():
+    def busy(share):
+        return LoadReading(seconds=5.0, cpus=2, others_share=share, own_share=0.4, steal_share=0.0, load_average=3.5)
+
+    v_events = [ev(i, [(65 + i, 0, "target", None)], t=0.1 * (i + 1)) for i in range(3)]
+    g_events = [ev(0, [(65, 0, "target", None)], t=0.1),
+                ev(1, [(66, 1, "serial", .9), (67, 0, "target", None)], t=0.2, reason="length")]
+    quiet, loaded = race_of(v_events, g_events), race_of(v_events, g_events)
+    quiet.machine, loaded.machine = busy(0.02), busy(0.5)
+    assert "gm-busy" not in render_result(quiet) and summary(quiet, "p")["machine_note"] == ""
+    assert summary(quiet, "p")["machine"]["busy"] is False
+    html = render_result(loaded)
+    assert "gm-busy" in html and "cannot be trusted" in html and "50%" in html
+    answer = summary(loaded, "p")
+    assert answer["machine"]["busy"] and answer["machine"]["others_share"] == 0.5
+    assert "cannot be trusted" in answer["machine_note"]
 
 
 def test_replay_frames_follow_recorded_timestamps():

@@ -3,11 +3,21 @@ that keeps the output exactly the target's, and the statistics to show it."""
 from .decode import GenerationResult, GenerationSettings, generate, stream
 from .drafter import Drafter, DrafterConfig
 from .errors import GumihoError
-from .events import EmittedToken, RejectedToken, StepEvent
+from .events import EmittedToken, NodeCheck, RejectedToken, Residual, StepEvent
 from .heads import HeadFamily
 from .loading import DEFAULT_TARGET, load_drafter, load_target, prepare_target, shipped_drafter_path
+from .lossless import LosslessCheck, chi_square_homogeneity, lossless_check
 from .metrics import GenerationStats, summarize
 from .proposers import Budget, CopyDrafter, CopySettings, Head, Proposer, Verified, as_proposer, with_copy
+from .rules import RULE_DESCRIPTIONS, SAMPLING_RULES
+from .speedmodel import (
+    SpeedPrediction,
+    predict_from_runs,
+    predicted_run_tau,
+    predicted_speedup,
+    predicted_speedup_from_ratios,
+    predicted_tau,
+)
 from .target import Target
 from .tree import DraftTree, TreeSettings
 
@@ -16,5 +26,8 @@ __all__ = [
     "GenerationSettings", "GenerationStats", "GumihoError", "HeadFamily", "RejectedToken", "StepEvent", "Target", "TreeSettings",
     "DEFAULT_TARGET", "generate", "load_drafter", "load_target", "prepare_target", "shipped_drafter_path", "stream",
     "summarize", "with_copy",
+    "NodeCheck", "Residual", "LosslessCheck", "chi_square_homogeneity", "lossless_check", "RULE_DESCRIPTIONS",
+    "SAMPLING_RULES", "SpeedPrediction", "predict_from_runs", "predicted_run_tau", "predicted_speedup",
+    "predicted_speedup_from_ratios", "predicted_tau",
 ]
 __version__ = "0.1.0"

@@ -33,6 +33,7 @@ from .events import EmittedToken, RejectedToken, StepEvent
 from .heads import HeadFamily
 from .metrics import GenerationStats, summarize
 from .proposers import Budget, Proposer, ProposerSession, Verified, as_proposer
+from .rules import EXACT, SAMPLING_RULES, check_rule
 from .runtimes.base import Forward
 from .target import Target
 from .tree import DraftTree, TreeSettings
@@ -150,6 +151,7 @@ class Run:
     cache: object = None
     produced: int = 0  # tokens emitted so far
     t0: float = 0.0
+    acceptance_rule: str = EXACT  # the sampling rule by name (gumiho.rules); greedy takes only "exact"
 
     @property
     def greedy(self) -> bool:
@@ -167,12 +169,21 @@ class Run:
         return self.target.context_length - self.past - 1
 
 
-def start(target: Target, prompt_ids, drafter=None, settings: Optional[GenerationSettings] = None) -> Run:
+def start(target: Target, prompt_ids, drafter=None, settings: Optional[GenerationSettings] = None,
+          acceptance_rule: str = EXACT) -> Run:
     """Every check of a generation, before any forward: settings, the prompt's ids
-    against the target's vocabulary and context window, the drafter."""
+    against the target's vocabulary and context window, the drafter, the acceptance
+    rule (a name from gumiho.rules.SAMPLING_RULES: "exact", the engine's, unless an
+    experiment wants a wrong one; see :func:`stream`)."""
     proposer = as_proposer(drafter)
     target.runtime.check_proposer(proposer)  # a drafter the runtime cannot feed is refused in words
     settings = check_settings(settings).validate()
+    check_rule(acceptance_rule)
+    if acceptance_rule != EXACT and settings.temperature == 0:
+        # Refused rather than ignored: a caller who asked for a rule believes it ran.
+        raise GumihoError(f"The acceptance rule {acceptance_rule!r} is a sampling rule: it needs a temperature "
+                          f"above 0. Greedy decoding (temperature 0) keeps a draft exactly when it is the "
+                          f"target's own choice, and has no other rule.")
     tree_settings = settings.tree_on(target).validate()
     ctx = target.context_length
     prompt_ids = check_prompt_ids(prompt_ids, target)
@@ -191,7 +202,8 @@ def start(target: Target, prompt_ids, drafter=None, settings: Optional[Generatio
     if proposer.sizes_by_cost and tree_settings.cost_aware:
         # Measured once per target, before the clock starts: it is not this generation's work.
         verify_cost = verify_cost_for(target, tokens_needed(tree_settings))
-    return Run(target, proposer, settings, tree_settings, prompt_ids, verify_cost, gen)
+    return Run(target, proposer, settings, tree_settings, prompt_ids, verify_cost, gen,
+               acceptance_rule=acceptance_rule)
 
 
 def choose(run: Run, logits_row: torch.Tensor) -> int:
@@ -246,6 +258,12 @@ def prefill(run: Run) -> StepEvent:
     run.cache = run.target.new_cache()
     out = run.target.forward(run.prompt_ids, 0, run.cache, last_logits_only=True,
                              feature_layers=run.proposer.feature_layers)
+    return first_token(run, out)
+
+
+def first_token(run: Run, out: Forward) -> StepEvent:
+    """Step 0 from the prompt's forward ``out``: the first token, and the proposer's
+    session fed the prompt's states."""
     first = choose(run, out.logits[-1])
     toks, reason = cut(run, [first])
     t1 = clock(run)
@@ -278,7 +296,10 @@ def accept(run: Run, tree: DraftTree, logits: torch.Tensor, children: list[list[
         return accept_greedy(tree, logits, children=children)
     s = run.settings
     probs = process_logits(logits, s.temperature, s.top_p, s.top_k).cpu()
-    return accept_sampling(tree, probs, run.gen, children=children)
+    # The exact rule through this module's own name for it, so that a test swapping a
+    # rule in there reaches the loop as before; any other by its name in gumiho.rules.
+    rule = accept_sampling if run.acceptance_rule == EXACT else SAMPLING_RULES[run.acceptance_rule]
+    return rule(tree, probs, run.gen, children=children)
 
 
 def commit(run: Run, tree: DraftTree, acc: Acceptance, states: torch.Tensor) -> list[int]:
@@ -313,7 +334,7 @@ def emit(run: Run, step: int, tree: DraftTree, acc: Acceptance, new_tokens: list
                      copied_positions=[k + 1 for k, node in enumerate(path) if tree.copied[node]],
                      elapsed_s=tv - run.t0, tree=tree if keep_trees else None, accepted_nodes=path,
                      cut_nodes=acc.path[written:], target_choices=acc.target_choices, finished=reason is not None,
-                     finish_reason=reason)
+                     finish_reason=reason, checks=acc.checks, residual=acc.residual)
 
 
 def stopped(run: Run, step: int) -> StepEvent:
@@ -322,14 +343,28 @@ def stopped(run: Run, step: int) -> StepEvent:
 
 
 def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Optional[GenerationSettings] = None,
-           stop: Optional[threading.Event] = None, keep_trees: bool = False) -> Iterator[StepEvent]:
+           stop: Optional[threading.Event] = None, keep_trees: bool = False,
+           acceptance_rule: str = EXACT) -> Iterator[StepEvent]:
     """Decode ``prompt_ids`` with ``target`` (speculatively when ``drafter`` is given:
     a drafter from load_drafter, ``with_copy(...)``, or any gumiho.proposers.Proposer),
-    yielding one StepEvent per target forward. ``stop`` ends the stream early."""
-    run = start(target, prompt_ids, drafter, settings)
+    yielding one StepEvent per target forward. ``stop`` ends the stream early.
+
+    ``acceptance_rule``: the sampling rule by name (gumiho.rules). "exact", the
+    default, is the engine's rule, which keeps the output the target's; the others
+    are wrong on purpose, for the losslessness experiment (gumiho.lossless). A rule
+    other than "exact" needs a temperature above 0: greedy decoding refuses it in
+    words. An unknown name is refused with the list of names."""
+    run = start(target, prompt_ids, drafter, settings, acceptance_rule)
     with torch.inference_mode():
         event = prefill(run)
         yield event
+        yield from decode_steps(run, event, stop, keep_trees)
+
+
+def decode_steps(run: Run, event: StepEvent, stop: Optional[threading.Event] = None,
+                 keep_trees: bool = False) -> Iterator[StepEvent]:
+    """The verify steps after step 0 (``event``), until the generation finishes."""
+    with torch.inference_mode():
         root, step = event.tokens[-1], 0
         while not event.finished:
             if stop is not None and stop.is_set():
@@ -349,13 +384,71 @@ def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Option
             root = new_tokens[-1]
 
 
+class SharedPrompt:
+    """Many short generations of one prompt, with one prefill.
+
+    Sampling the same prompt again and again (gumiho.lossless draws hundreds of
+    two-token continuations) repeats the same prefill each time, and the prefill is
+    most of a short generation's work: its forward over the prompt gives the same
+    cache, the same logits and the same states every time. Here the prompt runs
+    through the target once; each :meth:`stream` cuts the cache back to the prompt
+    (Runtime.truncate), starts a fresh proposer session on the kept states and a
+    generator on its own seed, and goes on exactly as :func:`stream` would: same
+    checks (made once, here), same first-token draw, same loop: for the same seed,
+    the same tokens as :func:`stream` (the tests check it on the torch and the
+    llama.cpp runtimes).
+
+    A runtime that cannot truncate its cache (Runtime.truncates False) prefills
+    again for each generation. The prefill's step event reports the time of the
+    first token only (the shared forward was paid once, up front). One cache serves
+    every generation, so one generation at a time: each :meth:`stream` starts by
+    cutting the cache, abandoning the one before."""
+
+    def __init__(self, target: Target, prompt_ids, drafter=None, settings: Optional[GenerationSettings] = None,
+                 acceptance_rule: str = EXACT):
+        self.run = start(target, prompt_ids, drafter, settings, acceptance_rule)
+        self.shared = target.runtime.truncates
+        self.out: Optional[Forward] = None
+        self.cache = None
+        if self.shared:
+            with torch.inference_mode():
+                self.cache = target.new_cache()
+                self.out = target.forward(self.run.prompt_ids, 0, self.cache, last_logits_only=True,
+                                          feature_layers=self.run.proposer.feature_layers)
+
+    def stream(self, seed: Optional[int] = None, stop: Optional[threading.Event] = None,
+               keep_trees: bool = False) -> Iterator[StepEvent]:
+        """One generation of the prompt, with ``seed`` for its sampling (as
+        GenerationSettings.seed; ignored when greedy), as :func:`stream` yields it."""
+        base = self.run
+        settings = replace(base.settings, seed=seed)
+        settings.validate()
+        gen = None
+        if not base.greedy:
+            gen = torch.Generator(device="cpu")
+            gen.manual_seed(seed if seed is not None else torch.seed())
+        run = replace(base, settings=settings, gen=gen, session=None, cache=None, produced=0, t0=0.0)
+        with torch.inference_mode():
+            if not self.shared:
+                event = prefill(run)
+            else:
+                run.target.runtime.truncate(self.cache, len(run.prompt_ids))
+                run.cache = self.cache
+                run.t0 = time.perf_counter()
+                run.session = run.proposer.start(run.prompt_ids)
+                event = first_token(run, self.out)
+            yield event
+            yield from decode_steps(run, event, stop, keep_trees)
+
+
 def generate(target: Target, prompt: Union[str, list, None] = None, drafter=None,
              settings: Optional[GenerationSettings] = None, prompt_ids: Optional[list[int]] = None,
-             **overrides) -> GenerationResult:
+             acceptance_rule: str = EXACT, **overrides) -> GenerationResult:
     """Generate a whole answer. ``prompt`` (text or chat messages) goes through the
     target's chat template; ``prompt_ids`` bypasses it. Keyword overrides set
     GenerationSettings fields (max_new_tokens=..., temperature=..., tree=...) on a
-    copy: the caller's ``settings`` stays as it was passed."""
+    copy: the caller's ``settings`` stays as it was passed. ``acceptance_rule``: as
+    for :func:`stream`."""
     settings = check_settings(settings)
     known = {f.name for f in fields(GenerationSettings)}
     for k in overrides:
@@ -363,7 +456,7 @@ def generate(target: Target, prompt: Union[str, list, None] = None, drafter=None
             raise GumihoError(f"Unknown generation setting {k!r}.")
     settings = replace(settings, **overrides)
     ids = check_prompt_ids(prompt_ids, target) if prompt_ids is not None else target.encode(prompt)
-    steps = list(stream(target, ids, drafter, settings))
+    steps = list(stream(target, ids, drafter, settings, acceptance_rule=acceptance_rule))
     tokens = [t for s in steps for t in s.tokens]
     text = target.tokenizer.decode(tokens, skip_special_tokens=True)
     return GenerationResult(text=text, tokens=tokens, prompt_tokens=len(ids), steps=steps,

@@ -18,13 +18,21 @@ rejection rule (SpecInfer / EAGLE) with a point-mass draft q = delta(c) reads:
 
 Unrolled, P(emit c_i) = p(c_i) and P(emit y) = p(y) for any other y: the emitted
 token has exactly the target's distribution, whatever the drafter proposed.
+
+Both rules also record what they did, for the events (gumiho.events): every node
+tested, in order, with the numbers of its test (NodeCheck), and, when sampling, the
+residual distribution the bonus was drawn from (Residual). Recording draws nothing
+from the generator, so the samples are those of the rule alone.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 
+from .events import RESIDUAL_TOP, NodeCheck, Residual
 from .tree import DraftTree
 
 
@@ -33,6 +41,10 @@ class Acceptance:
     path: list[int]  # accepted node indices, root excluded, in order
     bonus: int  # the target's own next token after the accepted path
     target_choices: list[int]  # the target's token at each depth (accepted tokens, then the bonus)
+    # Every node the rule tested, in order, with its decision; and (sampling) the
+    # distribution the bonus was drawn from where the path broke (gumiho.events).
+    checks: list[NodeCheck] = field(default_factory=list)
+    residual: Optional[Residual] = None
 
 
 def process_logits(logits: torch.Tensor, temperature: float, top_p: float = 1.0, top_k: int = 0) -> torch.Tensor:
@@ -60,14 +72,71 @@ def accept_greedy(tree: DraftTree, logits: torch.Tensor, children: list[list[int
     if children is None:
         children = tree.children()
     node, path, chosen = 0, [], []
+    tried: list[tuple[int, int]] = []  # (parent, child) in the order the rule compared them with the argmax
     while True:
         y = choice[node]
         chosen.append(y)
-        nxt = next((c for c in children[node] if tree.tokens[c] == y), None)
+        nxt = None
+        for c in children[node]:
+            tried.append((node, c))
+            if tree.tokens[c] == y:
+                nxt = c
+                break
         if nxt is None:
-            return Acceptance(path, y, chosen)
+            return Acceptance(path, y, chosen, _greedy_checks(tree, logits, tried, choice))
         path.append(nxt)
         node = nxt
+
+
+def _greedy_checks(tree: DraftTree, logits: torch.Tensor, tried: list[tuple[int, int]],
+                   choice: list[int]) -> list[NodeCheck]:
+    """The greedy rule's checks. Each one's target_prob (the softmax of the raw logits,
+    for information: greedy compares tokens only) comes from a log-softmax of the rows
+    the walk visited only, not the whole tree, read back in one transfer."""
+    if not tried:
+        return []
+    picked, tokens = [], []
+    for k, (parent, c) in enumerate(tried):  # tried is grouped by parent, in walk order
+        tokens.append(tree.tokens[c])
+        if k + 1 == len(tried) or tried[k + 1][0] != parent:
+            row = torch.log_softmax(logits[parent].float(), dim=-1)
+            picked.append(row[torch.tensor(tokens, device=row.device)])
+            tokens = []
+    target_probs = torch.cat(picked).exp().tolist()
+    checks = []
+    for (parent, c), tp in zip(tried, target_probs):
+        hit = tree.tokens[c] == choice[parent]
+        checks.append(NodeCheck(node=c, parent=parent, token=tree.tokens[c], depth=tree.depths[c],
+                                draft_prob=tree.probs[c], rule_q=1.0, target_prob=tp,
+                                accept_prob=1.0 if hit else 0.0, uniform=None, accepted=hit))
+    return checks
+
+
+def sampled_check(tree: DraftTree, node: int, parent: int, rule_q: float, target_prob: float,
+                  uniform: float, accepted: bool) -> NodeCheck:
+    """The record of one sampled test: accept_prob = min(1, target_prob / rule_q), kept
+    consistent with the decision the rule actually made, so that ``accepted`` is
+    exactly ``uniform < accept_prob`` (see NodeCheck: the two can differ only by the
+    rounding of the quotient, when the draw lands on the boundary)."""
+    if rule_q > 0:
+        accept_prob = min(1.0, target_prob / rule_q)
+    else:  # q = 0 where p > 0: the ratio is infinite, the rule accepts
+        accept_prob = 1.0 if target_prob > 0 else 0.0
+    if accepted and not uniform < accept_prob:
+        accept_prob = math.nextafter(uniform, math.inf)
+    elif not accepted and uniform < accept_prob:
+        accept_prob = uniform
+    return NodeCheck(node=node, parent=parent, token=tree.tokens[node], depth=tree.depths[node],
+                     draft_prob=tree.probs[node], rule_q=rule_q, target_prob=target_prob,
+                     accept_prob=accept_prob, uniform=uniform, accepted=accepted)
+
+
+def residual_record(node: int, residual: torch.Tensor, token: int) -> Residual:
+    """The residual distribution ``residual`` [V] (normalised) at ``node``, as its top
+    tokens of positive mass, and the bonus ``token`` drawn from it: one top-k."""
+    values, ids = torch.topk(residual, min(RESIDUAL_TOP, residual.shape[-1]))
+    top = [(int(i), float(v)) for i, v in zip(ids.tolist(), values.tolist()) if v > 0]
+    return Residual(node=node, top=top, covered=sum(v for _, v in top), resampled_token=token)
 
 
 def accept_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator | None,
@@ -76,7 +145,7 @@ def accept_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Gener
     ``tree.children()`` when the caller already has it."""
     if children is None:
         children = tree.children()
-    node, path, chosen = 0, [], []
+    node, path, chosen, checks = 0, [], [], []
     while True:
         p = probs[node].clone()
         moved = False
@@ -84,7 +153,13 @@ def accept_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Gener
             tok = tree.tokens[c]
             mass = float(p.sum())
             r = float(torch.rand((), generator=generator))
-            if mass > 0 and r * mass < float(p[tok]):  # accept with probability p(c) / mass
+            p_tok = float(p[tok])
+            # Accept with probability p(c) / mass. In the engine r, mass and p(c) are float32
+            # values, so the product r * mass is exact in double precision: this is the
+            # exact test r < p(c) / mass, free of the quotient's rounding.
+            ok = mass > 0 and r * mass < p_tok
+            checks.append(sampled_check(tree, c, node, 1.0, p_tok / mass if mass > 0 else 0.0, r, ok))
+            if ok:
                 chosen.append(tok)
                 path.append(c)
                 node, moved = c, True
@@ -93,9 +168,10 @@ def accept_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Gener
         if not moved:
             if float(p.sum()) <= 0:  # every token of p was a rejected child: cannot happen exactly
                 p = probs[node]
-            y = int(torch.multinomial(p / p.sum(), 1, generator=generator))
+            residual = p / p.sum()
+            y = int(torch.multinomial(residual, 1, generator=generator))
             chosen.append(y)
-            return Acceptance(path, y, chosen)
+            return Acceptance(path, y, chosen, checks, residual_record(node, residual, y))
 
 
 def sample_token(probs: torch.Tensor, generator: torch.Generator | None) -> int:

@@ -24,11 +24,12 @@ import torch.nn as nn
 
 from gumiho import GenerationSettings, GenerationStats, GumihoError, TreeSettings, metrics, stream
 from gumiho.proposers import with_copy
+from gumiho.speedmodel import SpeedPrediction
 
 from ..models.hub import ModelHub
 from ..models.zerogpu import on_gpu
 from ..race.run import Lane, fewest_tokens, run_in_turns
-from ..views.records import RunRecord, record
+from ..views.records import RunRecord, predict, record
 from ..web.checks.forms import DRAFTER_LABELS, RaceForm, check_prompt_length, flag, parse_request
 
 COMPARED_KINDS = ("gumiho", "serial", "parallel", "eagle3")  # always compared
@@ -141,6 +142,11 @@ class Comparison:
     def depth(self) -> int:
         """The deepest draft position any drafter reached in this comparison's plots."""
         return max([c.record.layout.drafted_depth for c in self.drafters if c.record.layout] + [1])
+
+    def prediction(self, c: Compared) -> Optional[SpeedPrediction]:
+        """The speedup ``c``'s acceptance and step costs predict against this vanilla
+        lane (gumiho.speedmodel); None when a lane has nothing to measure."""
+        return predict(self.vanilla.events, c.record.events)
 
     def speedup(self, c: Compared) -> Optional[float]:
         """Vanilla wall time / this drafter's for the same tokens, as gumiho.metrics

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from gumiho.speedmodel import predicted_run_tau
+
 from ..views.records import RunRecord
 from .run import COPY_ALONE, GUMIHO_COPY, TIMING, Compared, Comparison
 
@@ -165,9 +167,12 @@ def compare_summary(cmp: Comparison, prompt: str) -> dict:
 
     def drafter(c: Compared) -> dict:
         st, depth = c.stats, cmp.depth  # one axis of positions for every drafter
-        sp = cmp.speedup(c)
+        sp, p = cmp.speedup(c), cmp.prediction(c)
         return {"method": c.method, "label": c.label, **speed(c.record), "same_as_vanilla": c.same_as_vanilla,
                 "trained": c.trained, "speedup": round(sp, 4) if sp is not None else None,
+                # From its acceptance and step costs (gumiho.speedmodel), beside the measured ones.
+                "predicted_tau": round(predicted_run_tau(p.acceptance, st.verify_steps), 4) if p is not None else None,
+                "predicted_speedup": round(p.speedup, 4) if p is not None else None,
                 "parameters": c.parameters, "verify_steps": st.verify_steps,
                 "serial_positions": list(c.serial_positions), "mlp_positions": list(c.mlp_positions),
                 "acceptance_by_position": [round(x, 4) for x in st.acceptance_by_position(depth)],

@@ -170,29 +170,34 @@ def render_table(cmp: Comparison) -> str:
     rows = []
     v = cmp.vanilla
     vt = step_time(v)
-    rows.append(_row("Vanilla", "", v.stats().tau, v.stats().tokens_per_s, None, None, vt.total_ms if vt else None,
-                     "reference"))
+    rows.append(_row("Vanilla", "", v.stats().tau, v.stats().tokens_per_s, None, None, None,
+                     vt.total_ms if vt else None, "reference"))
     for c in cmp.drafters:
-        st, t, sp = c.stats, step_time(c.record), cmp.speedup(c)
+        st, t, sp, p = c.stats, step_time(c.record), cmp.speedup(c), cmp.prediction(c)
         same = "identical" if c.same_as_vanilla else ("stopped" if c.record.stopped else "DIFFERS")
         rows.append(_row(SHORT.get(c.method, c.label), _millions(c.parameters), st.tau, st.tokens_per_s, sp,
-                         t.draft_ms if t else None, t.verify_ms if t else None, same))
+                         p.speedup if p is not None else None, t.draft_ms if t else None,
+                         t.verify_ms if t else None, same))
     for s in cmp.skipped:
-        rows.append(f'<tr><td>{esc(SHORT.get(s.method, s.label))}</td><td colspan="7" class="no">not run: '
+        rows.append(f'<tr><td>{esc(SHORT.get(s.method, s.label))}</td><td colspan="8" class="no">not run: '
                     f'{esc(s.reason)}</td></tr>')
     head = ("<tr><th>Decoder</th><th>Drafter size</th><th>tau</th><th>tokens/s</th><th>speedup</th>"
-            "<th>drafting ms/step</th><th>verify ms/step</th><th>text vs vanilla</th></tr>")
+            '<th title="(1 + sum of acceptance) × plain forward ms / (drafting + verify ms per step)">'
+            "predicted</th><th>drafting ms/step</th><th>verify ms/step</th><th>text vs vanilla</th></tr>")
     return f'<table class="walk-table gm-cmp-table">{head}{"".join(rows)}</table>'
 
 
-def _row(name: str, size: str, tau: float, tps: float, speedup: Optional[float], draft_ms: Optional[float],
-         verify_ms: Optional[float], same: str) -> str:
+def _row(name: str, size: str, tau: float, tps: float, speedup: Optional[float], predicted: Optional[float],
+         draft_ms: Optional[float], verify_ms: Optional[float], same: str) -> str:
     def num(x, fmt):
         return "–" if x is None else format(x, fmt)
 
+    def times(x):
+        return f"{num(x, '.2f')}{'x' if x is not None else ''}"
+
     cls = "ok" if same in ("identical", "reference") else "no"
     return (f"<tr><td>{esc(name)}</td><td>{esc(size)}</td><td>{tau:.2f}</td><td>{tps:.1f}</td>"
-            f"<td>{num(speedup, '.2f')}{'x' if speedup is not None else ''}</td><td>{num(draft_ms, '.1f')}</td>"
+            f"<td>{times(speedup)}</td><td>{times(predicted)}</td><td>{num(draft_ms, '.1f')}</td>"
             f"<td>{num(verify_ms, '.1f')}</td><td class=\"{cls}\">{esc(same)}</td></tr>")
 
 

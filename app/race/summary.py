@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from gumiho.speedmodel import predicted_run_tau
+
 from ..views.records import RaceResult
 from ..views.render import SAMPLED_TEXTS, busy_note, speedup
 from .run import TIMING
@@ -37,9 +39,26 @@ def summary(result: RaceResult, prompt: str) -> dict:
             "texts_note": SAMPLED_TEXTS if result.temperature > 0 else "",
             "timing": TIMING.get(result.scheme, result.scheme), "runtime": result.runtime, "weights": result.weights,
             "runtime_note": result.runtime_note, "fastest": fastest_summary(result),
+            **prediction_summary(result.prediction, g_stats.verify_steps),
             # How busy the machine was while the race was timed, and what that means for its speedup.
             "machine": result.machine.as_record() if result.machine is not None else None,
             "machine_note": busy_note(result)}
+
+
+def prediction_summary(p, verify_steps: int) -> dict:
+    """The speed model's figures (gumiho.speedmodel): predicted_tau (the run's tau from its
+    acceptance by position: (1 + S (1 + sum a_d)) / (1 + S) over S verify steps, the
+    measured tau's own definition), predicted_speedup ((1 + sum a_d) tokens per verify
+    step, times a plain forward's time, over a step's drafting and verify time), and what
+    they were computed from (tokens per step, times in ms)."""
+    if p is None:
+        return {"predicted_tau": None, "predicted_speedup": None, "prediction": None}
+    return {"predicted_tau": round(predicted_run_tau(p.acceptance, verify_steps), 4),
+            "predicted_speedup": round(p.speedup, 4),
+            "prediction": {"tokens_per_step": round(p.tau, 4), "forward_ms": round(1000 * p.forward_s, 3),
+                           "draft_ms": round(1000 * p.draft_s, 3),
+                           "verify_ms": round(1000 * p.verify_s, 3),
+                           "acceptance_by_position": [round(a, 4) for a in p.acceptance]}}
 
 
 def fastest_summary(result: RaceResult) -> Optional[dict]:

@@ -35,13 +35,18 @@ from ..web.shared import GENERATE, Session, bound, fail, placeholder, wire
 from .plots import RACE_PLOTS, PlotFrame
 from .run import RUNS, TIMING_NOTE, Control, Progress, compute_race, in_background, replay_frames, until_ready
 from .settings import TREE_SHAPES, advanced_note, paper_tree_note, weights_choices, weights_info
+from .whatif import add_whatif
 
 METRICS = """
 **The numbers, exactly.** *tau* = new tokens / target forward passes (the prompt's prefill counts as one
 forward that produced one token; vanilla has tau = 1). *Acceptance at position d* (bars) = share of verify
 steps whose accepted draft length is ≥ d; *conditional acceptance* (line) = that share divided by the share
 at d−1. *Speedup* = vanilla wall time / Gumiho wall time for the same tokens of the same prompt, both timed
-in this process.
+in this process. *Predicted speedup* = (1 + a1 + a2 + … + a7) × t_forward / (t_draft + t_verify): a verify
+step writes on average one bonus token plus the sum of the acceptance bars (a_d, the share of steps whose
+accepted length reaches d), and costs one drafting pass (t_draft) and one verify forward (t_verify), where
+vanilla pays one plain forward (t_forward) per token; all three times are this race's own, per step. Where
+it and the measured speedup differ, the prompt's reading and the steps' spread are the rest.
 """
 
 
@@ -103,6 +108,7 @@ def add_race_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
     """The tab, inside the Blocks' Tabs; ``ready``: whether the model is loaded already."""
     with gr.Tab("Race", id="race"):
         tab = _components(hub, examples, ready)
+        add_whatif(session.race)
     _wire(tab, hub, session)
     return tab
 

@@ -12,10 +12,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from gumiho import GenerationStats, StepEvent, summarize
+from gumiho import GenerationStats, GumihoError, StepEvent, summarize
 from gumiho.bench.machine_load import LoadReading
 from gumiho.heads import HeadFamily
 from gumiho.proposers import CopyDrafter, Head, as_proposer
+from gumiho.speedmodel import SpeedPrediction, predict_from_runs
 
 from .heads import head_label
 
@@ -274,6 +275,15 @@ def whole_characters(tokenizer, tokens: Sequence[int]) -> str:
     return text
 
 
+def predict(vanilla_events: list[StepEvent], events: list[StepEvent]) -> Optional[SpeedPrediction]:
+    """gumiho.speedmodel's prediction from two lanes' events; None where a lane has
+    nothing to measure."""
+    try:
+        return predict_from_runs(vanilla_events, events)
+    except GumihoError:
+        return None
+
+
 def record(label: str, events: list[StepEvent], tokenizer, prompt_ids, drafter=None, tree_depth: int = 0) -> RunRecord:
     views = step_views(events, tokenizer, prompt_ids)
     tokens = [t for ev in events for t in ev.tokens]
@@ -321,3 +331,9 @@ class RaceResult:
     @property
     def duration(self) -> float:
         return max(self.vanilla.wall_s, self.gumiho.wall_s)
+
+    @property
+    def prediction(self) -> Optional[SpeedPrediction]:
+        """The speedup this race's acceptance and step costs predict (gumiho.speedmodel);
+        None when a lane has no decoding step to measure (a stopped or one-token race)."""
+        return predict(self.vanilla.events, self.gumiho.events)

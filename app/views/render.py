@@ -325,7 +325,18 @@ def render_result(result: Optional[RaceResult]) -> str:
     busy = busy_note(result)
     warning = f'<div class="gm-busy" role="note">{esc(busy)}</div>' if busy else ""
     return (f'<div class="gm-result {"win" if value >= 1 else "lose"}"><span class="big">Speedup {value:.2f}×</span> '
-            f"Gumiho was {shown:.2f}× {word} than vanilla ({esc(detail)}).{esc(same)}{warning}{more}</div>")
+            f"Gumiho was {shown:.2f}× {word} than vanilla ({esc(detail)}).{esc(same)}"
+            f"{predicted_line(result.prediction)}{warning}{more}</div>")
+
+
+def predicted_line(p) -> str:
+    """The speedup the race's own acceptance and step costs predict, with its arithmetic
+    (gumiho.speedmodel), beside the measured one."""
+    if p is None:
+        return ""
+    return (f'<div class="gm-predicted">Predicted from acceptance and cost: <b>{p.speedup:.2f}×</b> = '
+            f"{p.tau:.2f} tokens per verify step × {1000 * p.forward_s:.1f} ms per plain forward / "
+            f"({1000 * p.draft_s:.1f} ms drafting + {1000 * p.verify_s:.1f} ms verifying per step).</div>")
 
 
 def busy_note(result: RaceResult) -> str:

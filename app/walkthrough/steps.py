@@ -121,6 +121,12 @@ class WalkStep:
     accepted_length: int
     expected: float = 0.0  # the drafter's own expectation of the accepted length: its path probabilities summed
     heads: list[str] = field(default_factory=list)  # proposer per node: "root", "serial", "mlp" or "copy"
+    # The acceptance test of every node the target checked, in the order it checked them
+    # (gumiho.events.NodeCheck as a dict, with the token's "text"), and at temperature > 0
+    # the residual the step's last token was drawn from (gumiho.events.Residual as a dict:
+    # "top" as {"token", "text", "prob"}, "resampled_text").
+    checks: list[dict] = field(default_factory=list)
+    residual: Optional[dict] = None
 
 
 @dataclass
@@ -137,11 +143,12 @@ class Walk:
     tree_label: str = ""  # which tree the walk drafted (TREE_LABELS)
     tokens: list[int] = field(default_factory=list)  # every token generated, in order
     text: str = ""  # their text
+    temperature: float = 0.0  # 0: greedy's test (the target's argmax); above: speculative sampling's
 
 
 def walk_request(form: RaceForm, tree_choice, access: Optional[Access] = None) -> Request:
-    """The walkthrough's request: ``form`` (the walkthrough's prompt and token count,
-    the race's drafter and tree settings), greedy, at most WALK_MAX_NEW_TOKENS tokens,
+    """The walkthrough's request: ``form`` (the walkthrough's prompt, token count,
+    temperature and seed, the race's drafter and tree settings), at most WALK_MAX_NEW_TOKENS tokens,
     with the paper's tree (WALK_TREE) or, for ``tree_choice == RACE_TREE``, the tree
     the race's settings give."""
     choice = tree_choice or PAPER_TREE  # an old page or an API call may leave it out
@@ -150,7 +157,7 @@ def walk_request(form: RaceForm, tree_choice, access: Optional[Access] = None) -
     # With the paper's tree the race's tree controls are not used, so they are not checked
     # either: a value the race would refuse must not refuse a walkthrough that ignores it.
     shape = PAPER_SHAPE if choice == PAPER_TREE else form.tree_shape
-    form = dataclasses.replace(form, temperature=0.0, top_p=1.0, seed=0, tree_shape=shape)
+    form = dataclasses.replace(form, top_p=1.0, tree_shape=shape)
     return parse_request(form, access, max_tokens_cap=WALK_MAX_NEW_TOKENS)
 
 
@@ -207,7 +214,9 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
                                   list(ev.target_choices), choice_text, ev.drafted, ev.accepted_length,
                                   sum(path_prob[1:]),
                                   # Who proposed each node, as the tree records it (the root's word is the page's).
-                                  ["root"] + list(tree.heads[1:])))
+                                  ["root"] + list(tree.heads[1:]),
+                                  [{**dataclasses.asdict(c), "text": texts[c.node]} for c in ev.checks],
+                                  _residual(ev.residual, tok, ctx, tree)))
         history.extend(ev.tokens)
     tree = settings.tree
     generated = [t for ev in events for t in ev.tokens]
@@ -215,7 +224,19 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
                 events[-1].finish_reason if events else None, res.drafter_label,
                 cost_aware_cap=tree.total_tokens if tree is not None and tree.cost_aware else 0,
                 tree_label=TREE_LABELS[tree_choice_of(req)], tokens=generated,
-                text=whole_characters(tok, generated))  # an answer cut inside an emoji ends before it
+                text=whole_characters(tok, generated),  # an answer cut inside an emoji ends before it
+                temperature=settings.temperature)
+
+
+def _residual(residual, tok, ctx: list[int], tree) -> Optional[dict]:
+    """A step's residual (gumiho.events.Residual) with each token's text where it stands:
+    after the context and the path down to the node where the path broke."""
+    if residual is None:
+        return None
+    before = ctx + [tree.tokens[j] for j in tree.path_to(residual.node)]
+    return {"node": residual.node, "covered": residual.covered, "resampled_token": residual.resampled_token,
+            "resampled_text": _piece(tok, before, residual.resampled_token),
+            "top": [{"token": t, "text": _piece(tok, before, t), "prob": p} for t, p in residual.top]}
 
 
 def _children(parents: list[int]) -> list[list[int]]:

@@ -15,6 +15,7 @@ from ..race.tab import RaceTab, as_given
 from ..views.render import render_banner
 from ..web.checks.forms import WALK_MAX_NEW_TOKENS, RaceForm
 from ..web.shared import GENERATE, Session, fail, placeholder, wire
+from .acceptance_test import acceptance_test
 from .steps import (
     EXPLANATION,
     PAPER_TREE,
@@ -45,18 +46,25 @@ class WalkTab:
 def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bool, race: RaceTab) -> WalkTab:
     """The tab, inside the Blocks' Tabs, after the Race tab (whose settings it reads)."""
     with gr.Tab("Walkthrough", id="walk"):
-        gr.Markdown("Step through one generation, **one verify step at a time**. It uses greedy decoding "
-                    "and the Race tab's drafter. Its tree is the paper's shape, deep enough for every head "
+        gr.Markdown("Step through one generation, **one verify step at a time**, with the Race tab's drafter. "
+                    "Greedy by default; above temperature 0 each step shows the sampling test that keeps or "
+                    "rejects every drafted token. Its tree is the paper's shape, deep enough for every head "
                     "of the drafter to show, unless you pick the race's tree.")
         with gr.Row(equal_height=True):
             prompt = gr.Textbox(label="Prompt", lines=2, scale=4, value=examples[0], elem_id="gm-walk-prompt")
             with gr.Column(scale=1, min_width=160):
-                tokens = gr.Slider(1, WALK_MAX_NEW_TOKENS, value=24, step=1, label="Max new tokens")
+                tokens = gr.Slider(1, WALK_MAX_NEW_TOKENS, value=24, step=1, label="Max new tokens",
+                                   elem_id="gm-walk-tokens")
                 walk_btn = gr.Button("Generate and step through", variant="primary", interactive=ready,
                                      elem_id="gm-walk-run")
-        tree = gr.Radio(TREE_CHOICES, value=PAPER_TREE, label="Tree", elem_id="gm-walk-tree-choice",
-                        info="The race's tree is the one the Race tab's settings give (depth, top-k, "
-                             "node budget, sized by cost or not).")
+        with gr.Row():
+            tree = gr.Radio(TREE_CHOICES, value=PAPER_TREE, label="Tree", elem_id="gm-walk-tree-choice", scale=3,
+                            info="The race's tree is the one the Race tab's settings give (depth, top-k, "
+                                 "node budget, sized by cost or not).")
+            temperature = gr.Slider(0.0, 1.5, value=0.0, step=0.05, label="Temperature (0 = greedy)", scale=2,
+                                    elem_id="gm-walk-temperature", min_width=200)
+            seed = gr.Number(0, precision=0, label="Seed (sampling)", scale=1, min_width=120,
+                             elem_id="gm-walk-seed")
         status = gr.HTML("", elem_id="gm-walk-status")
         with gr.Row():
             prev_btn = gr.Button("◀ Previous step", interactive=False, elem_id="gm-walk-prev")
@@ -70,6 +78,7 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
         view = {"head": gr.HTML("", elem_id="gm-walk-head"),
                 "tree": gr.Plot(None, label="Draft tree", show_label=False, elem_id="gm-walk-tree"),
                 "table": gr.HTML("", elem_id="gm-walk-table"),
+                "test": gr.HTML("", elem_id="gm-walk-test"),
                 "text": gr.HTML(placeholder("The text so far appears here; the current step is outlined."),
                                 elem_id="gm-walk-text", elem_classes=["gm-tokens"])}  # what _walk_view fills
         gr.Markdown(EXPLANATION)
@@ -80,7 +89,8 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
     race_settings = {name: control for name, control in race.form_controls().items()
                      if name in WALK_CONTROLS}
     wire(walk_btn.click, walk_run,
-         {"prompt": prompt, "max_new_tokens": tokens, "walk_tree": tree, **race_settings},
+         {"prompt": prompt, "max_new_tokens": tokens, "walk_tree": tree, "temperature": temperature, "seed": seed,
+          **race_settings},
          {"status": status, "walk": session.walk, **nav, **play}, hub,
          concurrency_id=GENERATE, concurrency_limit=None, show_progress="hidden", api_visibility="private")
     here = {"walk": session.walk, "slider": slider}
@@ -93,8 +103,8 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
     return WalkTab(walk_btn)
 
 
-# The race's form fields the walkthrough takes from the Race tab (its prompt and token
-# count are its own; it is always greedy).
+# The race's form fields the walkthrough takes from the Race tab (its prompt, token
+# count, temperature and seed are its own).
 WALK_FORM_FIELDS = ("drafter", "tree_depth", "tree_top_k", "tree_nodes", "target", "drafter_path", "tree_cost_aware",
                     "copy_from_context", "tree_shape")
 # The race's controls the walkthrough reads: its form's, and whether a tree control was moved.
@@ -111,7 +121,8 @@ def _nothing() -> dict:
     """Every output of a walkthrough as before any walk."""
     return {"walk": None, "slider": gr.Slider(interactive=False), "prev_btn": gr.Button(interactive=False),
             "next_btn": gr.Button(interactive=False), "play_btn": gr.Button(value=PLAY, interactive=False),
-            "playing": False, "timer": gr.Timer(active=False), "head": "", "tree": None, "table": "", "text": ""}
+            "playing": False, "timer": gr.Timer(active=False), "head": "", "tree": None, "table": "", "test": "",
+            "text": ""}
 
 
 async def walk_run(hub: ModelHub, values: dict):
@@ -119,7 +130,8 @@ async def walk_run(hub: ModelHub, values: dict):
     progress = WalkProgress()
     try:
         given = as_given(values)
-        form = RaceForm(**{name: given[name] for name in ("prompt", "max_new_tokens", *WALK_FORM_FIELDS)})
+        form = RaceForm(**{name: given[name] for name in ("prompt", "max_new_tokens", "temperature", "seed",
+                                                           *WALK_FORM_FIELDS)})
         req = walk_request(form, values["walk_tree"], hub.access)
         label = TREE_LABELS[tree_choice_of(req)]
         if not req.target and not hub.wait_ready(0):
@@ -198,7 +210,7 @@ def walk_tick(values: dict) -> dict:
 def _walk_view(walk: Walk, i: int) -> dict:
     """The step's header, tree figure, table of choices and text so far."""
     return {"head": step_header(walk, i), "tree": step_figure(walk, i), "table": choices_table(walk, i),
-            "text": text_so_far(walk, i)}
+            "test": acceptance_test(walk, i), "text": text_so_far(walk, i)}
 
 
 def _walk_index(walk: Walk, index, delta: int) -> int:

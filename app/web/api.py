@@ -1,7 +1,9 @@
 """The API's endpoints, for clients rather than the page, answered as JSON: ``/race``
 (one race: app.race.summary.summary), ``/walkthrough`` (one generation looked at
-verify step by verify step: app.walkthrough.summary.walk_summary) and ``/compare`` (one
-prompt decoded by every shipped drafter: app.compare.summary.compare_summary)."""
+verify step by verify step: app.walkthrough.summary.walk_summary), ``/compare`` (one
+prompt decoded by every shipped drafter: app.compare.summary.compare_summary) and
+``/lossless_check`` (speculative sampling's output tested against the target's:
+app.lossless.summary.lossless_summary)."""
 from __future__ import annotations
 
 import inspect
@@ -12,6 +14,8 @@ import gradio as gr
 
 from ..compare.run import CompareForm, compute_compare, parse_compare
 from ..compare.summary import compare_summary
+from ..lossless.run import LosslessForm, compute_lossless, parse_lossless
+from ..lossless.summary import lossless_summary
 from ..models.hub import ModelHub
 from ..race.run import compute_race, on_model_thread, until_ready
 from ..race.summary import summary
@@ -53,13 +57,17 @@ def add_api(hub: ModelHub) -> dict:
     gr.api(race_api, api_name="race", concurrency_id=GENERATE, concurrency_limit=None)
 
     async def walkthrough_api(prompt: str, max_new_tokens: int = 24, tree: str = PAPER_TREE,
-                              drafter: str = "gumiho") -> dict:
-        """Generate greedily with the walkthrough's tree ("paper": the paper's shape, every head drafts;
-        "race": the race's tree for this machine) and return every verify step: the draft tree's nodes
-        (text, parent, depth, the head that proposed it, its draft probability), the accepted path, the
-        target's own choice at each depth, and the text."""
+                              drafter: str = "gumiho", temperature: float = 0.0, seed: int = 0) -> dict:
+        """Generate with the walkthrough's tree ("paper": the paper's shape, every head drafts; "race": the
+        race's tree for this machine), greedily (temperature 0) or by speculative sampling, and return every
+        verify step: the draft tree's nodes (text, parent, depth, the head that proposed it, its draft
+        probability), the accepted path, the target's own choice at each depth, the acceptance test of every
+        node the target checked, in order ("checks": draft_prob, rule_q, target_prob, accept_prob, uniform,
+        accepted), at temperature above 0 the residual the step's last token was drawn from ("residual": its
+        likeliest tokens, the mass they cover, the token drawn), and the text."""
         try:
-            req = walk_request(RaceForm(prompt, max_new_tokens, drafter=drafter), tree, hub.access)
+            req = walk_request(RaceForm(prompt, max_new_tokens, temperature, 1.0, seed, drafter=drafter), tree,
+                               hub.access)
             await until_ready(hub)
             stop = threading.Event()
             return walk_summary(await on_model_thread(lambda: compute_walk(hub, req, stop), hub.submit, stop), prompt)
@@ -85,9 +93,23 @@ def add_api(hub: ModelHub) -> dict:
                                                   gumiho_with_copy))
 
     gr.api(compare_api, api_name="compare", concurrency_id=GENERATE, concurrency_limit=None)
+
+    async def lossless_check_api(prompt: str, temperature: float = 0.8, samples: int = 200, tokens: int = 2,
+                                 rule: str = "exact", seed: int = 0) -> dict:
+        """Sample the first `tokens` tokens (1-3) of one answer `samples` times (10-1000) by vanilla sampling and
+        as many times by speculative sampling with the default model's Gumiho drafter, at `temperature`, and
+        test whether both samples come from one distribution. `rule`: "exact" (the engine's acceptance rule),
+        or a wrong one that the test should catch: "keep_drafts" (keep every drafted token) or "drafter_q"
+        (min(1, p/q) with the drafter's own q, although the drafts were picked top-k). Returns both samples as
+        {sequence text: count} ("vanilla", "speculative"), the chi-square test ("chi2", "dof", "p_value", and
+        "pooled": rare sequences pooled into one cell), "rule", "samples", "seconds", and a sentence
+        ("verdict")."""
+        return await api_lossless(hub, LosslessForm(prompt, temperature, samples, tokens, rule, seed))
+
+    gr.api(lossless_check_api, api_name="lossless_check", concurrency_id=GENERATE, concurrency_limit=None)
     return {fn.__name__.removesuffix("_api"): [None if p.default is inspect.Parameter.empty else p.default
                                               for p in inspect.signature(fn).parameters.values()]
-            for fn in (race_api, walkthrough_api, compare_api)}
+            for fn in (race_api, walkthrough_api, compare_api, lossless_check_api)}
 
 
 async def api_race(hub: ModelHub, form: RaceForm) -> dict:
@@ -112,6 +134,17 @@ async def api_compare(hub: ModelHub, form: CompareForm) -> dict:
         stop = threading.Event()
         return compare_summary(await on_model_thread(lambda: compute_compare(hub, req, stop), hub.submit, stop),
                                form.prompt)
+    except Exception as e:
+        return error_summary(friendly(e), form.prompt)
+
+
+async def api_lossless(hub: ModelHub, form: LosslessForm) -> dict:
+    """The /lossless_check endpoint's work, cancelled as /race's is (:func:`api_race`)."""
+    try:
+        req = parse_lossless(form)
+        await until_ready(hub)
+        stop = threading.Event()
+        return lossless_summary(await on_model_thread(lambda: compute_lossless(hub, req, stop), hub.submit, stop))
     except Exception as e:
         return error_summary(friendly(e), form.prompt)
 

@@ -14,6 +14,7 @@ from typing import Optional
 import gradio as gr
 
 from ..compare.tab import add_compare_tab
+from ..lossless.tab import add_lossless_tab
 from ..models.hub import ModelHub
 
 # Reached as app.web.layout.<name> by the tests and by callers from before the page had
@@ -61,12 +62,13 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
             race = add_race_tab(hub, session, examples, ready)
             walk = add_walk_tab(hub, session, examples, ready, race)
             compare = add_compare_tab(hub, examples, ready, race)
+            lossless = add_lossless_tab(hub, examples, ready)
         # A plot resizes with the window only while it is shown: one on a hidden tab keeps
         # its old width, its end cut off, when its tab comes back. A resize event once the
         # tab is shown lets every plot on it take its box's width again (in the browser alone).
         tabs.select(None, js=RESIZE_PLOTS, queue=False, show_progress="hidden", api_visibility="private")
         wire_status(demo, hub, status, [race.run_btn, race.paper_btn],
-                    [walk.walk_btn, compare.run_btn, compare.paper_btn], race.drafter, race.target_weights)
+                    [walk.walk_btn, compare.run_btn, compare.paper_btn, lossless.run_btn], race.drafter, race.target_weights)
         demo.api_defaults = add_api(hub)  # read by app.web.checks.requests (app/web/server.py)
 
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=None)

@@ -59,6 +59,9 @@ class Runtime(ABC):
     # then cheap beside the drafter's step, so a drafter next to it drafts through 4-bit
     # copies of its own weights too (gumiho.kernels.int4linear, where the CPU takes them).
     quantized: bool = False
+    # Whether :meth:`truncate` can cut a cache back to a prefix (one prefill then serves
+    # many short generations of the same prompt: gumiho.decode.SharedPrompt).
+    truncates: bool = False
 
     @abstractmethod
     def new_cache(self):
@@ -84,6 +87,11 @@ class Runtime(ABC):
     def keep(self, cache, past: int, kept: list[int]) -> None:
         """After a forward of a tree from ``past``: keep the nodes ``kept`` (the root and
         the accepted path, by index, in path order), drop every other node's entries."""
+
+    def truncate(self, cache, length: int) -> None:
+        """Cut ``cache`` back to its first ``length`` positions, as if nothing after them
+        had ever been decoded. Only where :attr:`truncates` says so."""
+        raise NotImplementedError(f"The {self.name or type(self).__name__} runtime cannot truncate a cache.")
 
     def check_proposer(self, proposer) -> None:
         """Raise GumihoError, with the fix in words, when this runtime cannot give the

@@ -80,6 +80,18 @@ def cache_layers(cache):
 
 
 
+def truncate_entries(cache, length: int) -> None:
+    """Cut the cache to a view of its first ``length`` entries. Nothing is copied or
+    freed: a GrowingLayer's next append writes after them in its buffers."""
+    for layer in cache_layers(cache):
+        if layer.keys is None or layer.keys.dim() != 4:
+            continue  # a layer not yet written holds nothing to cut
+        layer.keys = layer.keys[..., :length, :]
+        layer.values = layer.values[..., :length, :]
+        if hasattr(layer, "cumulative_length"):
+            layer.cumulative_length = min(layer.cumulative_length, length)
+
+
 def keep_tree_entries(cache, past_len: int, kept_nodes: list[int]):
     """Keep cache[:past_len] and the entries of tree nodes ``kept_nodes`` (indices
     into the tree, root = 0), in that order; drop every other tree entry.

@@ -125,6 +125,7 @@ class LlamaCppRuntime(Runtime):
     # docs/llamacpp.md): its 4-bit products are bound by arithmetic.
     flat_verify = False
     quantized = True
+    truncates = True
 
     def __init__(self, gguf_path: str, context_length: int, threads: Optional[int] = None,
                  weights: str = "4-bit, as stored", extra_buffers: Optional[bool] = None):
@@ -191,6 +192,9 @@ class LlamaCppRuntime(Runtime):
 
     def keep(self, cache, past, kept):
         cache.keep(past, list(kept))
+
+    def truncate(self, cache, length):
+        cache.truncate(int(length))
 
     def check_proposer(self, proposer) -> None:
         if getattr(proposer, "feature_layers", None):
@@ -332,6 +336,15 @@ class LlamaCppCache:
                 if s != last:
                     lib.llama_memory_seq_cp(self.mem, last, s, past, past + len(kept))
         self.history[past:] = [tokens[i] for i in kept]
+        self.pending = None
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` positions of the live sequence: every live
+        sequence's cells from there on are buried, as keep() buries a rejected branch."""
+        for s in range(self.synced):
+            self._bury(s, length)
+        del self.history[length:]
+        self.prompt_len = min(self.prompt_len, length)
         self.pending = None
 
 

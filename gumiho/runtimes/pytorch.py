@@ -20,7 +20,7 @@ import torch
 from ..errors import GumihoError
 from ..kernels.cpulinear import pack_linears
 from .base import Forward, Runtime, tree_depths
-from .kvcache import keep_tree_entries, new_cache
+from .kvcache import keep_tree_entries, new_cache, truncate_entries
 from .treeattn import use_tree_attention
 from .treemask import tree_inputs
 
@@ -106,6 +106,7 @@ def runtime_view(model: torch.nn.Module) -> torch.nn.Module:
 class TorchRuntime(Runtime):
     name = "torch"
     flat_verify = True
+    truncates = True
 
     def __init__(self, model: torch.nn.Module, device: torch.device, dtype: torch.dtype):
         """``model``: the module the runtime runs as it is (:meth:`for_model` makes one)."""
@@ -148,3 +149,6 @@ class TorchRuntime(Runtime):
 
     def keep(self, cache, past, kept):
         keep_tree_entries(cache, past, kept)
+
+    def truncate(self, cache, length):
+        truncate_entries(cache, length)

@@ -466,3 +466,61 @@ def test_bad_seed_hostile_text_and_stop_leave_the_page_usable(server, browser):
     assert page.locator("#gm-vanilla .tok").count() >= 1
     assert "Stopped" in page.inner_text("#gm-status")
     page.close()
+
+
+def test_sampling_views_the_acceptance_test_the_lossless_check_and_what_if(server, browser):
+    """Issue 70 in the browser, at 1280 and 390 px: the walkthrough above temperature 0
+    shows each checked token's test (p and q bars, the draw, the verdict) and the residual
+    at the break; the Lossless? tab runs a small experiment and shows both samples and the
+    test; the race's What if? sliders give a predicted speedup."""
+    page = browser.new_page(viewport={"width": WIDTHS[0], "height": 1000})
+    page.goto(server.url)
+    page.wait_for_selector("#gm-run:not([disabled])", timeout=MODEL_READY_S)
+    page.click("button[role=tab]:has-text('Walkthrough')")
+    page.fill("#gm-walk-prompt textarea", "Write a short poem about the sea.")
+    for box, value in (("#gm-walk-temperature", 0.8), ("#gm-walk-tokens", 10)):
+        page.fill(f"{box} input[type=number]", str(value))
+        page.press(f"{box} input[type=number]", "Enter")
+    page.click("#gm-walk-run")
+    page.wait_for_selector("#gm-walk-test .walk-test-table", timeout=RUN_S)
+    assert page.locator("#gm-walk-test .walk-test[data-temperature='0.8']").count() == 1
+    rows = page.locator("#gm-walk-test tr[data-state]")
+    assert rows.count() >= 1 and page.locator("#gm-walk-test .walk-bar.p").count() == rows.count()
+    assert page.locator("#gm-walk-test .walk-residual li[data-resampled]").count() == 1  # the token drawn
+    for width in (WIDTHS[0], 390):
+        page.set_viewport_size({"width": width, "height": 1000})
+        page.wait_for_timeout(500)
+        check_fits_the_width(page)
+        page.screenshot(path=os.path.join(SHOTS, f"walk_sampling_{width}.png"), full_page=True)
+    page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
+
+    page.click("button[role=tab]:has-text('Lossless?')")
+    page.wait_for_selector("#gm-ll-run:not([disabled])", timeout=30_000)
+    set_number(page, "Samples of each", 30)
+    page.click("#gm-ll-run")
+    page.wait_for_selector("#gm-ll-verdict .gm-ll-verdict", timeout=RUN_S)
+    verdict = page.inner_text("#gm-ll-verdict")
+    assert "of freedom" in verdict and "p = " in verdict, verdict
+    assert page.locator("#gm-ll-plot .main-svg").count() >= 1
+    assert page.locator("#gm-ll-plot g.trace.bars").count() == 2  # vanilla and speculative
+    for width in (WIDTHS[0], 390):
+        page.set_viewport_size({"width": width, "height": 1000})
+        page.wait_for_timeout(600)
+        check_fits_the_width(page)
+        check_no_text_over_text(page, "#gm-ll-plot")
+        page.screenshot(path=os.path.join(SHOTS, f"lossless_{width}.png"), full_page=True)
+    page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
+
+    page.click("button[role=tab]:has-text('Race')")
+    page.click("text=What if? The speedup predicted")
+    before = page.locator("#gm-whatif-result .gm-whatif").get_attribute("data-speedup")
+    set_number(page, "verify step, in plain forwards", 2.5)
+    page.wait_for_function("(b) => document.querySelector('#gm-whatif-result .gm-whatif')"
+                           ".getAttribute('data-speedup') !== b", arg=before, timeout=10_000)
+    assert "slower" in page.inner_text("#gm-whatif-result") or "faster" in page.inner_text("#gm-whatif-result")
+    page.click("#gm-whatif-fill")
+    page.wait_for_selector("#gm-whatif-result:has-text('Run a race first')", timeout=10_000)
+    page.set_viewport_size({"width": 390, "height": 1000})
+    page.wait_for_timeout(400)
+    check_fits_the_width(page)
+    page.close()

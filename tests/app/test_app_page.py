@@ -106,7 +106,8 @@ def test_the_walkthrough_shows_its_progress_while_it_generates():
     hub = ready_hub(target, _random_drafter(target, "gumiho"))
 
     async def outputs():
-        values = dict(prompt="Hello there", max_new_tokens=16, walk_tree=PAPER_TREE, drafter="gumiho", tree_depth=3,
+        values = dict(prompt="Hello there", max_new_tokens=16, walk_tree=PAPER_TREE, temperature=0.0, seed=0,
+                      drafter="gumiho", tree_depth=3,
                       tree_top_k=2, tree_nodes=5, target="", drafter_path="", tree_cost_aware=None,
                       copy_from_context=None, tree_shape=None)
         return [out async for out in walk_tab.walk_run(hub, values)]

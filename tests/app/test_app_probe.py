@@ -143,8 +143,8 @@ def test_a_walkthrough_call_answers_its_steps_or_ok_false(probe_server):
         assert all(0 <= n["parent"] < i for i, n in enumerate(nodes) if i), nodes  # parents come first
         assert len(step["accepted_nodes"]) == step["accepted_length"]
         assert len(step["target_choices"]) == step["accepted_length"] + 1  # the last is the bonus token
-    status, answer = call(base, "walkthrough", ["Hello"] + [0] * 5)
-    assert status == 422 and "at most 4 values" in answer["message"]
+    status, answer = call(base, "walkthrough", ["Hello"] + [0] * 6)
+    assert status == 422 and "at most 6 values" in answer["message"]
     no_framework_words(json.dumps(answer))
 
 
@@ -168,7 +168,8 @@ def test_the_page_events_are_not_in_the_api_description(probe_server):
     base, _, _ = probe_server
     with urllib.request.urlopen(f"{base}/gradio_api/info?all_endpoints=true", timeout=30) as r:
         info = json.loads(r.read())
-    assert list(info["named_endpoints"]) == ["/race", "/walkthrough", "/compare"], list(info["named_endpoints"])
+    assert list(info["named_endpoints"]) == ["/race", "/walkthrough", "/compare", "/lossless_check"], \
+        list(info["named_endpoints"])
 
 
 # ----------------------------------------------------------------------------- 5. the busy refusal

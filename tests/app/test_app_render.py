@@ -19,6 +19,7 @@ from app.views import figures, palette
 from app.views.records import Detokenizer, DrafterLayout, RaceResult, record, step_views
 from app.views.render import esc, render_legend, render_result, render_stats, render_steps, visible
 from app.walkthrough import treeplot
+from app.walkthrough.acceptance_test import acceptance_test
 from app.walkthrough.steps import (
     PAPER_TREE,
     PLAY_INTERVAL_S,
@@ -34,6 +35,7 @@ from app.walkthrough.steps import (
     text_so_far,
     walk_request,
 )
+from app.walkthrough.summary import walk_summary
 from app.web.checks.forms import DEVICE_TREE, MAX_PROMPT_CHARS, RaceForm, parse_request
 from gumiho import EmittedToken, GenerationSettings, GumihoError, RejectedToken, StepEvent, TreeSettings, stream
 from gumiho.bench.machine_load import LoadReading
@@ -804,3 +806,51 @@ def test_the_legend_explains_the_token_notation():
 
     legend = render_legend(DrafterLayout(tree_depth=3))
     assert visible(" ") in legend and token_mark(",") in legend and "a space" in legend
+
+
+def test_walkthrough_at_temperature_shows_each_checked_nodes_test(gumiho_hub):
+    """Issue 70: above temperature 0 the walkthrough samples, and every step carries the
+    acceptance test of each node the target checked (kept iff u < min(1, p / q), q = 1 for
+    a top-k draft) and the residual its last token was drawn from, on the page and in JSON."""
+    req = walk_request(RaceForm("Hello there", 16, temperature=0.8, seed=3), PAPER_TREE)
+    assert req.settings.temperature == 0.8 and req.settings.seed == 3
+    walk = compute_walk(gumiho_hub, req)
+    assert walk.temperature == 0.8 and walk.steps
+    for s in walk.steps:
+        assert s.checks and s.residual is not None
+        for c in s.checks:
+            assert c["rule_q"] == 1.0 and c["accept_prob"] == pytest.approx(min(1.0, c["target_prob"]))
+            assert c["accepted"] == (c["uniform"] < c["accept_prob"])
+            assert c["text"] == s.node_text[c["node"]]
+        kept = [c["node"] for c in s.checks if c["accepted"]]
+        assert kept[:s.accepted_length] == s.accepted[:s.accepted_length]
+        tops = [t["prob"] for t in s.residual["top"]]
+        assert tops == sorted(tops, reverse=True) and sum(tops) == pytest.approx(s.residual["covered"])
+        # The rejected children at the break have no mass left in the residual.
+        rejected = {c["token"] for c in s.checks
+                    if c["parent"] == s.residual["node"] and not c["accepted"]}
+        assert not rejected & {t["token"] for t in s.residual["top"]}
+    i = next(k for k, s in enumerate(walk.steps) if any(not c["accepted"] for c in s.checks))
+    panel = acceptance_test(walk, i)
+    assert "min(1, p / q)" in panel and "classic bug" in panel
+    states = re.findall(r'<tr data-node="\d+" data-state="(\w+)"', panel)
+    assert states == ["accepted" if c["accepted"] else "rejected" for c in walk.steps[i].checks]
+    assert "← drawn" in panel and 'class="walk-residual"' in panel
+    answer = walk_summary(walk, "Hello there")
+    assert answer["temperature"] == 0.8
+    check = answer["steps"][i]["checks"][0]
+    assert set(check) >= {"draft_prob", "rule_q", "target_prob", "accept_prob", "uniform", "accepted", "text"}
+    assert answer["steps"][i]["residual"]["resampled_token"] == walk.steps[i].residual["resampled_token"]
+    json.dumps(answer)  # plain JSON
+
+
+def test_walkthrough_at_temperature_zero_shows_greedys_test(gumiho_hub):
+    walk = compute_walk(gumiho_hub, walk_request(RaceForm("Hello there", 12), PAPER_TREE))
+    assert walk.temperature == 0
+    for s in walk.steps:
+        assert s.residual is None
+        for c in s.checks:
+            assert c["uniform"] is None and c["accept_prob"] in (0.0, 1.0) and c["accepted"] == (c["accept_prob"] == 1)
+            assert c["accepted"] == (c["token"] == s.choices[s.depths[c["node"]] - 1])
+    panel = acceptance_test(walk, 0)
+    assert "greedy" in panel and "← drawn" not in panel

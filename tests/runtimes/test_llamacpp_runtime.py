@@ -130,6 +130,33 @@ def test_the_shipped_drafter_on_llamacpp_is_lossless(lc_target):
                                                                                      settings=s).tokens
 
 
+@pytest.mark.parametrize("small_cache", [False, True])
+def test_one_prefill_for_many_samples_writes_what_stream_writes(lc_target, small_cache, monkeypatch):
+    """gumiho.decode.SharedPrompt cuts the cache back to the prompt for each generation
+    (the buried cells of the last one stay behind): its samples are stream's, bit for
+    bit, also when the buried cells fill a small cache and it is rebuilt."""
+    from gumiho.decode import SharedPrompt
+    from gumiho.loading import load_drafter, shipped_drafter_path
+
+    drafter = load_drafter(shipped_drafter_path("gumiho"), lc_target)
+    ids = lc_target.encode(PROMPTS[2])
+    if small_cache:  # the smallest context llama.cpp takes here: a few drafted generations fill it
+        monkeypatch.setattr(lc_target.runtime, "cells", 160)
+        monkeypatch.setattr(lc_target.runtime, "_free", [])  # fresh contexts of that size
+    for d, tree in ((None, None), (drafter, TreeSettings.for_device("cpu"))):
+        settings = GenerationSettings(max_new_tokens=6, temperature=1.0, tree=tree)
+        shared = SharedPrompt(lc_target, ids, d, settings)
+        for seed in range(8):
+            ref = [t for e in stream(lc_target, ids, d, GenerationSettings(max_new_tokens=6, temperature=1.0,
+                                                                           seed=seed, tree=tree)) for t in e.tokens]
+            assert [t for e in shared.stream(seed) for t in e.tokens] == ref, (d, seed)
+        if small_cache and d is not None:
+            assert shared.cache.rebuilds >= 1
+    if small_cache:
+        monkeypatch.undo()
+        lc_target.runtime._free.clear()
+
+
 def test_a_drafter_reading_inner_layers_is_refused_in_words(lc_target):
     from gumiho.loading import load_drafter, shipped_drafter_path
 

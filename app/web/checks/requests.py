@@ -31,7 +31,7 @@ from typing import Callable, Optional, Sequence
 
 from .fields import Chains, Event, refusal
 
-API_NAMES = ("race", "walkthrough", "compare")  # the documented endpoints (app/web/api.py)
+API_NAMES = ("race", "walkthrough", "compare", "lossless_check")  # the documented endpoints (app/web/api.py)
 PREFIX = "/gradio_api"
 MAX_BODY = 1 << 20  # bytes: a prompt is at most 40,000 characters (app.web.checks.forms)
 NAMED_ROUTES = ("/call/v2/", "/call/", "/run/", "/api/")

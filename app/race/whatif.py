@@ -1,0 +1,104 @@
+"""What if? The speedup predicted from acceptance and cost (gumiho.speedmodel), with
+sliders a class can move: acceptance at draft positions 1-7, and what a verify step
+and drafting cost in plain forwards. It shows why a verify costing 2.5 forwards (the
+4-bit runtime on a CPU) loses whatever the drafter, and what acceptance a cost needs.
+"Use the last race's figures" fills the sliders from the visitor's own race."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from gumiho.speedmodel import predicted_speedup_from_ratios, predicted_tau
+
+from ..views.render import esc
+from ..web.shared import wire
+
+POSITIONS = 7
+# A start that tells a story: acceptance falling with the position, as every drafter's does,
+# and a verify that costs what one forward does (float32 on this CPU, or a GPU).
+START_ACCEPTANCE = (0.75, 0.5, 0.32, 0.2, 0.12, 0.07, 0.04)
+START_VERIFY, START_DRAFT = 1.0, 0.2
+
+INTRO = ("Move the sliders: acceptance at each draft position (the share of verify steps whose accepted length "
+         "reaches it) and what a verify step and the drafting cost, counted in plain forwards. Predicted speedup "
+         "= (1 + a1 + … + a7) / (verify + drafting).")
+
+
+@dataclass
+class WhatIf:
+    acceptance: list  # the POSITIONS sliders
+    verify: gr.Slider
+    draft: gr.Slider
+    fill_btn: gr.Button
+    result: gr.HTML
+
+
+def monotone(acceptance) -> tuple[list[float], bool]:
+    """Acceptance as it can be: a path that reaches position d reached d-1, so a_d is
+    at most a_(d-1). Returns the values clipped so, and whether any was."""
+    out, clipped, ceiling = [], False, 1.0
+    for a in acceptance:
+        a = min(max(float(a), 0.0), 1.0)
+        if a > ceiling:
+            a, clipped = ceiling, True
+        out.append(a)
+        ceiling = a
+    return out, clipped
+
+
+def predicted(values: dict) -> dict:
+    """The sliders' prediction as HTML (on every slider move)."""
+    try:
+        acceptance, clipped = monotone([values[f"a{d}"] for d in range(1, POSITIONS + 1)])
+        verify, draft = float(values["verify"]), float(values["draft"])
+        speedup = predicted_speedup_from_ratios(acceptance, verify, draft)
+    except Exception:  # a value no slider gives (sent by hand): a message, never a traceback
+        return {"result": '<div class="gm-whatif">Give numbers: acceptance from 0 to 1, costs above 0.</div>'}
+    tau = predicted_tau(acceptance)
+    need = verify + draft - 1  # the sum of acceptance at which drafting breaks even
+    word = "faster" if speedup >= 1 else "slower"
+    note = (" Acceptance cannot rise with the position (a path that reaches a position reached the one before), "
+            "so a value above the one before it counts as that one." if clipped else "")
+    return {"result": (f'<div class="gm-whatif {"win" if speedup >= 1 else "lose"}" data-speedup="{speedup:.4f}">'
+                       f"<b>Predicted speedup {speedup:.2f}×</b> ({word} than vanilla): {tau:.2f} tokens per verify "
+                       f"step / {verify + draft:.2f} forwards of cost. Drafting pays once the acceptance bars sum to "
+                       f"more than {max(need, 0):.2f}.{esc(note)}</div>")}
+
+
+def from_race(values: dict) -> dict:
+    """The sliders set to the visitor's last race: its acceptance by position and its
+    verify and drafting times over its vanilla lane's plain forward."""
+    race = values["race"]
+    p = race.prediction if race is not None else None
+    if p is None or p.forward_s <= 0:
+        return {"result": '<div class="gm-whatif">Run a race first: its figures fill the sliders.</div>'}
+    acc = list(p.acceptance[:POSITIONS]) + [0.0] * max(0, POSITIONS - len(p.acceptance))
+    out = {f"a{d + 1}": gr.Slider(value=round(acc[d], 2)) for d in range(POSITIONS)}
+    verify, draft = p.verify_s / p.forward_s, p.draft_s / p.forward_s
+    out.update(verify=gr.Slider(value=round(verify, 2)), draft=gr.Slider(value=round(draft, 2)))
+    out.update(predicted({**{f"a{d + 1}": acc[d] for d in range(POSITIONS)}, "verify": verify, "draft": draft}))
+    return out
+
+
+def add_whatif(race_state: gr.State) -> WhatIf:
+    with gr.Accordion("What if? The speedup predicted from acceptance and cost", open=False):
+        gr.Markdown(INTRO)
+        with gr.Row():
+            sliders = [gr.Slider(0.0, 1.0, value=START_ACCEPTANCE[d], step=0.01, label=f"a{d + 1}", min_width=110,
+                                 elem_id=f"gm-whatif-a{d + 1}") for d in range(POSITIONS)]
+        with gr.Row():
+            verify = gr.Slider(0.5, 5.0, value=START_VERIFY, step=0.05, label="verify step, in plain forwards",
+                               elem_id="gm-whatif-verify", min_width=220)
+            draft = gr.Slider(0.0, 2.0, value=START_DRAFT, step=0.01, label="drafting, in plain forwards",
+                              elem_id="gm-whatif-draft", min_width=220)
+            fill_btn = gr.Button("Use the last race's figures", size="sm", elem_id="gm-whatif-fill", min_width=200)
+        start = {f"a{d + 1}": START_ACCEPTANCE[d] for d in range(POSITIONS)}
+        result = gr.HTML(predicted({**start, "verify": START_VERIFY, "draft": START_DRAFT})["result"],
+                         elem_id="gm-whatif-result")
+    inputs = {**{f"a{d + 1}": s for d, s in enumerate(sliders)}, "verify": verify, "draft": draft}
+    quiet = dict(queue=False, show_progress="hidden", api_visibility="private")
+    for control in inputs.values():
+        wire(control.change, predicted, inputs, {"result": result}, **quiet)
+    wire(fill_btn.click, from_race, {"race": race_state}, {**inputs, "result": result}, **quiet)
+    return WhatIf(sliders, verify, draft, fill_btn, result)

@@ -1,0 +1,207 @@
+"""Does speculative sampling give the target's distribution? An experiment to run.
+
+At temperature 0 losslessness is plain to see: speculative decoding writes exactly
+vanilla's tokens. When sampling, each run writes different tokens, and the claim is
+about distributions: the sequences speculative sampling writes must be distributed
+exactly as those the target writes alone (gumiho.verify has the proof for the
+engine's rule). :func:`lossless_check` puts that to a test: it draws ``samples``
+sequences of the first ``tokens`` new tokens by vanilla sampling and as many by
+speculative sampling with a drafter and an acceptance rule (gumiho.rules), each
+generation with its own seed, and asks whether the two samples could come from one
+distribution.
+
+The test is the chi-square test of homogeneity on the 2 x m table of counts (row
+i: the arm, column j: a sequence seen in either). With row totals R_i, column
+totals n_j and N = R_1 + R_2, one distribution for both arms predicts the counts
+E_ij = R_i n_j / N, and
+
+    chi2 = sum_ij (O_ij - E_ij)^2 / E_ij,   dof = (2 - 1)(m - 1) = m - 1,
+
+is then approximately chi-square distributed with dof degrees of freedom, provided
+every E_ij is not too small (the usual rule: at least 5). Sequences whose expected
+count is below 5 are pooled into one "other" column (and that column, if itself
+still below 5, into the smallest column). The p-value is the chi-square upper tail,
+P(X >= chi2) = Q(dof/2, chi2/2), Q the regularised upper incomplete gamma function.
+
+Reading it: with a correct rule the p-value is about uniform on [0, 1], so p < 0.01
+still happens one time in a hundred by chance. With a wrong rule the two
+distributions differ by a fixed amount, and the statistic grows in proportion to
+the samples: enough samples drive p towards 0.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional
+
+import torch
+
+from .decode import GenerationSettings, SharedPrompt
+from .errors import GumihoError
+from .rules import EXACT, check_rule
+from .target import Target
+from .tree import TreeSettings
+
+MIN_EXPECTED = 5.0  # the chi-square approximation's usual minimum expected count per cell
+
+
+def chi2_sf(stat: float, dof: int) -> float:
+    """P(X >= stat) for X chi-square with ``dof`` degrees of freedom: the regularised
+    upper incomplete gamma Q(dof/2, stat/2) (the chi-square law is Gamma(dof/2, 2)).
+    dof 0: 1.0 (nothing was tested)."""
+    if dof <= 0:
+        return 1.0
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                         torch.tensor(max(stat, 0.0) / 2, dtype=torch.float64)))
+
+
+@dataclass
+class Homogeneity:
+    """A chi-square test of homogeneity of two samples of counts."""
+
+    chi2: float
+    dof: int
+    p_value: float
+    pooled: int  # distinct sequences pooled into the "other" cell (their expected count was below 5)
+
+
+def chi_square_homogeneity(a: Mapping, b: Mapping, min_expected: float = MIN_EXPECTED) -> Homogeneity:
+    """Could counts ``a`` and ``b`` ({outcome: count}) come from one distribution?
+    Outcomes whose smaller expected count min_i R_i n_j / N is below ``min_expected``
+    are pooled into one "other" cell; when that cell is itself below it, it joins the
+    smallest remaining cell. With one cell left (or an empty sample) there is nothing
+    to test: chi2 0, dof 0, p 1."""
+    ra, rb = sum(a.values()), sum(b.values())
+    n = ra + rb
+    if ra == 0 or rb == 0:
+        return Homogeneity(0.0, 0, 1.0, 0)
+    small_row = min(ra, rb)
+    cells, rare = [], []
+    for key in sorted(set(a) | set(b)):
+        cell = (a.get(key, 0), b.get(key, 0))
+        (rare if small_row * (cell[0] + cell[1]) / n < min_expected else cells).append(cell)
+    if rare:
+        other = (sum(c[0] for c in rare), sum(c[1] for c in rare))
+        if small_row * (other[0] + other[1]) / n >= min_expected or not cells:
+            cells.append(other)
+        else:
+            k = min(range(len(cells)), key=lambda i: cells[i][0] + cells[i][1])
+            cells[k] = (cells[k][0] + other[0], cells[k][1] + other[1])
+    if len(cells) < 2:
+        return Homogeneity(0.0, 0, 1.0, len(rare))
+    stat = 0.0
+    for oa, ob in cells:
+        col = oa + ob
+        for observed, row in ((oa, ra), (ob, rb)):
+            expected = row * col / n
+            stat += (observed - expected) ** 2 / expected
+    dof = len(cells) - 1
+    return Homogeneity(stat, dof, chi2_sf(stat, dof), len(rare))
+
+
+@dataclass
+class LosslessCheck:
+    """The result of :func:`lossless_check`: both samples, the test, and a verdict."""
+
+    vanilla: dict[tuple, int]  # {first tokens (token ids): how many vanilla generations wrote them}
+    speculative: dict[tuple, int]  # the same for speculative sampling with ``rule``
+    chi2: float
+    dof: int
+    p_value: float
+    rule: str
+    samples: int  # generations per arm (fewer than asked when stopped)
+    tokens: int
+    temperature: float
+    pooled: int  # distinct sequences pooled into the test's "other" cell (expected count below 5)
+    seconds: float
+    top_p: float = 1.0
+    stopped: bool = False  # ``stop`` ended the draws early: the test is over what was drawn
+    sequences: int = field(init=False)  # distinct sequences seen in either sample
+
+    def __post_init__(self):
+        self.sequences = len(set(self.vanilla) | set(self.speculative))
+
+    def verdict(self, alpha: float = 0.01) -> str:
+        """One plain sentence: does the test find a difference at level ``alpha``?"""
+        what = (f"speculative sampling with the {self.rule!r} rule and the target alone, over the first "
+                f"{self.tokens} token{'s' if self.tokens != 1 else ''} ({self.samples} samples each)")
+        if self.dof == 0:
+            return (f"Nothing to compare: every sequence fell into one cell of the test ({what}). "
+                    f"Draw more samples, or raise the temperature.")
+        if self.p_value >= alpha:
+            return (f"The two samples are consistent with one distribution (p = {self.p_value:.2g} >= {alpha:g}): "
+                    f"no sign of a difference between {what}.")
+        return (f"The two samples differ: p = {self.p_value:.2g} < {alpha:g}. Sampling from one distribution, "
+                f"a difference this large would come up less than {alpha:.0%} of the time; "
+                f"{what} do not look like one distribution.")
+
+
+def lossless_check(target: Target, prompt_ids, drafter, temperature: float, samples: int = 200,
+                   tokens: int = 2, rule: str = EXACT, seed: int = 0, top_p: float = 1.0,
+                   progress: Optional[Callable[[int, int], None]] = None,
+                   stop: Optional[threading.Event] = None, top_k: int = 0,
+                   tree: Optional[TreeSettings] = None) -> LosslessCheck:
+    """Draw ``samples`` sequences of the first ``tokens`` new tokens after ``prompt_ids``
+    by vanilla sampling and as many by speculative sampling with ``drafter`` and the
+    acceptance ``rule`` (gumiho.rules: "exact", or a wrong one), and test whether the
+    two samples come from one distribution (the module's docstring has the test).
+
+    Every generation runs through the library's decode loop with its own seed, the
+    seeds drawn from ``seed`` and distinct across both arms; each arm prefills the
+    prompt once and starts every generation from it (gumiho.decode.SharedPrompt: the
+    same tokens :func:`gumiho.decode.stream` writes, without its repeated prefill,
+    most of a two-token generation's time). The arms take turns, so
+    that ``stop`` (checked between generations) leaves them the same size; the test
+    then covers what was drawn. ``progress(done, total)`` is called after each
+    generation, ``total`` = 2 x ``samples``. ``tree``: the draft tree's settings (None:
+    the target's default). A sequence shorter than ``tokens`` ended in an EOS.
+
+    Both arms draw the first token alike, from the prefill's distribution; the
+    acceptance rule decides from the second token on, so ``tokens`` = 1 tests
+    nothing about it, and 2 is the smallest useful length. Longer sequences test
+    more positions but spread the samples over more sequences, and more of them
+    end up pooled."""
+    for name, value, low in (("samples", samples, 1), ("tokens", tokens, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise GumihoError(f"{name} must be a whole number >= {low}, got {value!r}.")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise GumihoError(f"The losslessness check samples: it needs a temperature above 0, got {temperature!r}. "
+                          f"At temperature 0 speculative decoding writes exactly vanilla's tokens, which "
+                          f"comparing the two outputs shows.")
+    check_rule(rule)
+    # Distinct seeds, none shared by the arms (sample() draws without replacement; a
+    # range it can take the length of, well inside what a seed may be).
+    seeds = random.Random(seed).sample(range(2**62), 2 * samples)
+
+    settings = GenerationSettings(max_new_tokens=tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                                  tree=tree)
+    t0 = time.perf_counter()
+    # Every check of both arms (prompt, settings, drafter, rule) is made here, before a sample is drawn.
+    arms = (SharedPrompt(target, prompt_ids, None, settings), SharedPrompt(target, prompt_ids, drafter, settings, rule))
+
+    def draw(arm: SharedPrompt, draw_seed: int) -> tuple:
+        return tuple(t for event in arm.stream(draw_seed) for t in event.tokens)
+
+    vanilla: dict[tuple, int] = {}
+    speculative: dict[tuple, int] = {}
+    done, stopped = 0, False
+    for i in range(samples):
+        if stop is not None and stop.is_set():
+            stopped = True
+            break
+        seq = draw(arms[0], seeds[2 * i])
+        vanilla[seq] = vanilla.get(seq, 0) + 1
+        if progress is not None:
+            progress(2 * i + 1, 2 * samples)
+        seq = draw(arms[1], seeds[2 * i + 1])
+        speculative[seq] = speculative.get(seq, 0) + 1
+        done = i + 1
+        if progress is not None:
+            progress(2 * i + 2, 2 * samples)
+    test = chi_square_homogeneity(vanilla, speculative)
+    return LosslessCheck(vanilla=vanilla, speculative=speculative, chi2=test.chi2, dof=test.dof,
+                         p_value=test.p_value, rule=rule, samples=done, tokens=tokens,
+                         temperature=float(temperature), pooled=test.pooled, seconds=time.perf_counter() - t0,
+                         top_p=top_p, stopped=stopped)

@@ -1,0 +1,111 @@
+"""Speed predicted beside speed measured (issue 70): the race's result line and JSON,
+the Compare table and JSON, and the what-if sliders, on synthetic races; on the
+tiny target, a race's predicted tau is its measured one at temperature 0."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from app.race.summary import summary
+from app.race.whatif import START_ACCEPTANCE, from_race, monotone, predicted
+from app.views.records import RaceResult, record
+from app.views.render import render_result
+from app.web.checks.forms import RaceForm, parse_request
+from gumiho import GenerationSettings, TreeSettings, stream, summarize
+from gumiho.speedmodel import predicted_run_tau
+from helpers import FixedTreeDrafter, ready_hub, tiny_target
+
+
+class Letters:
+    chat_template = None
+    all_special_ids = []
+
+    def decode(self, ids, skip_special_tokens=False, clean_up_tokenization_spaces=False):
+        return "".join(chr(97 + int(i) % 26) for i in ids)
+
+    def __call__(self, text):
+        return {"input_ids": [1 + ord(ch) % 26 for ch in text]}
+
+
+@pytest.fixture(scope="module")
+def target():
+    t = tiny_target("llama", vocab=64, hidden=32, eos=63, seed=3)
+    t.tokenizer = Letters()
+    return t
+
+
+def race(target, drafter, tokens=24) -> RaceResult:
+    ids = [1, 2, 3, 4]
+    settings = GenerationSettings(max_new_tokens=tokens, tree=TreeSettings(total_tokens=4, depth=2, serial_top_k=2))
+    v = list(stream(target, ids, None, settings))
+    g = list(stream(target, ids, drafter, settings))
+    return RaceResult(len(ids), record("vanilla", v, target.tokenizer, ids),
+                      record("gumiho", g, target.tokenizer, ids, drafter))
+
+
+def test_the_race_shows_the_predicted_speedup_beside_the_measured(target):
+    res = race(target, FixedTreeDrafter(64, [[5, 6], [7]]))
+    p = res.prediction
+    assert p is not None and p.speedup == pytest.approx(p.tau * p.forward_s / (p.draft_s + p.verify_s))
+    line = render_result(res)
+    assert "Predicted from acceptance and cost" in line and f"{p.speedup:.2f}×" in line
+    answer = summary(res, "p")
+    assert answer["predicted_speedup"] == round(p.speedup, 4) and answer["prediction"]["tokens_per_step"] == round(p.tau, 4)
+    # The run's tau from its acceptance: the measured one's definition, so near it (equal when no step was cut).
+    assert answer["predicted_tau"] == pytest.approx(answer["gumiho"]["tau"], rel=0.15)
+    assert answer["prediction"]["verify_ms"] == pytest.approx(1000 * p.verify_s, abs=1e-3)
+
+
+def test_predicted_tau_is_the_measured_at_temperature_zero(target):
+    """The run-level prediction from its own acceptance by position equals the tau it
+    measured, for a run no step of which was cut (the answer ends on a step's bonus)."""
+    drafter = FixedTreeDrafter(64, [[5, 6], [7]])
+    ids = [1, 2, 3, 4]
+    for tokens in range(8, 40):
+        events = list(stream(target, ids, drafter, GenerationSettings(max_new_tokens=tokens)))
+        if not events[-1].cut_nodes and len(events[-1].emitted) == events[-1].accepted_length + 1:
+            break
+    st = summarize(events)
+    steps = [e for e in events if e.step > 0]
+    assert predicted_run_tau(summarize(steps).acceptance_by_position(), len(steps)) == pytest.approx(st.tau)
+
+
+def test_the_whatif_sliders_predict_and_fill_from_a_race(target):
+    start = {f"a{d + 1}": a for d, a in enumerate(START_ACCEPTANCE)}
+    html = predicted({**start, "verify": 1.0, "draft": 0.2})["result"]
+    expected = (1 + sum(START_ACCEPTANCE)) / 1.2
+    assert f'data-speedup="{expected:.4f}"' in html and "faster" in html
+    # A step that costs more forwards than it writes tokens loses: the 4-bit runtime's lesson.
+    assert "slower" in predicted({**start, "verify": 2.9, "draft": 0.2})["result"]
+    assert monotone([0.5, 0.7, 0.2]) == ([0.5, 0.5, 0.2], True)
+    assert "cannot rise" in predicted({**start, "a2": 0.9, "verify": 1.0, "draft": 0.2})["result"]
+    assert "Give numbers" in predicted({**start, "verify": "x", "draft": 0.2})["result"]
+    assert "Run a race first" in from_race({"race": None})["result"]
+    res = race(target, FixedTreeDrafter(64, [[5, 6], [7]]))
+    filled = from_race({"race": res})
+    p = res.prediction
+    assert filled["a1"].value == round((p.acceptance + [0.0])[0], 2)
+    assert filled["verify"].value == round(p.verify_s / p.forward_s, 2)
+
+
+def test_the_comparison_predicts_each_drafters_speedup(target):
+    from app.compare.run import CompareForm, compute_compare, parse_compare
+    from app.compare.summary import compare_summary
+    from app.compare.tab import render_table
+
+    hub = ready_hub(target, FixedTreeDrafter(64, [[5, 6], [7]]))
+    hub.default = target
+    cmp = compute_compare(hub, parse_compare(CompareForm("hi", 16)), threading.Event())
+    answer = compare_summary(cmp, "hi")
+    for d in answer["drafters"]:
+        assert d["predicted_speedup"] is not None and d["predicted_tau"] >= 1
+    assert "predicted</th>" in render_table(cmp)
+
+
+def test_a_race_with_nothing_to_measure_predicts_nothing(target):
+    req = parse_request(RaceForm("hi", 1))
+    assert req.settings.max_new_tokens == 1
+    res = race(target, FixedTreeDrafter(64, [[5]]), tokens=1)
+    assert res.prediction is None and "Predicted" not in render_result(res)
+    assert summary(res, "p")["predicted_speedup"] is None

@@ -56,7 +56,7 @@ def main(argv=None) -> int:
                   f"({row['predicted_over_measured']:.3f})", flush=True)
     lines = [f"predicted against measured speedup: {args.prompts} prompts, {args.max_new_tokens} new tokens, median "
              f"of {args.repeats} races; {cpu_summary()}",
-             f"{'prompt':>6} {'weights':<10} {'measured':>9} {'predicted':>10} {'ratio':>7} {'tau/step':>9}"]
+             f"{'prompt':>6} {'weights':<10} {'measured':>9} {'predicted':>10} {'ratio':>7} {'pred. tau':>9}"]
     for r in rows:
         lines.append(f"{r['prompt']:>6} {r['weights']:<10} {r['speedup']:9.3f} {r['predicted_speedup']:10.3f} "
                      f"{r['predicted_over_measured']:7.3f} {r['predicted_tau']:9.3f}")

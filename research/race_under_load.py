@@ -42,7 +42,6 @@ from app.race.run import Progress, compute_race
 from app.views.render import speedup
 from app.web.checks.forms import WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
 from app.web.layout import load_examples
-from gumiho.bench.machine_load import BUSY_SHARE
 from gumiho.kernels.machine import cpu_summary
 
 FAIR = 0.10
@@ -165,7 +164,6 @@ def main(argv=None) -> int:
                                     "others_share": round(others, 3)}
             fair = "" if load == "quiet" else ("yes" if abs(ratio - 1) <= FAIR else "no")
             lines.append(f"{w:<10} {load:<8} {sp:8.3f} {ratio:13.3f} {others:7.2f}  {fair}")
-    lines.append(f"busy above others' share {BUSY_SHARE:.2f} (gumiho.bench.machine_load.BUSY_SHARE)")
     print("\n".join(lines))
     if args.out:
         out = Path(args.out)

@@ -334,9 +334,12 @@ def predicted_line(p) -> str:
     (gumiho.speedmodel), beside the measured one."""
     if p is None:
         return ""
-    return (f'<div class="gm-predicted">Predicted from acceptance and cost: <b>{p.speedup:.2f}×</b> = '
-            f"{p.tau:.2f} tokens per verify step × {1000 * p.forward_s:.1f} ms per plain forward / "
-            f"({1000 * p.draft_s:.1f} ms drafting + {1000 * p.verify_s:.1f} ms verifying per step).</div>")
+    # Short in the line (issue 60: the line stays short); the arithmetic in its hover, the
+    # formula in the page's "numbers, exactly" note.
+    arithmetic = (f"{p.tau:.2f} tokens per verify step × {1000 * p.forward_s:.1f} ms per plain forward / "
+                  f"({1000 * p.draft_s:.1f} ms drafting + {1000 * p.verify_s:.1f} ms verifying per step)")
+    return (f' <span class="gm-predicted" title="{esc(arithmetic)}">Predicted from acceptance and cost: '
+            f"<b>{p.speedup:.2f}×</b>.</span>")
 
 
 def busy_note(result: RaceResult) -> str:

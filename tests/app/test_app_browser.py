@@ -134,7 +134,10 @@ def test_race_and_screenshot(server, browser):
     assert "Speedup" in result and "identical" in result, result
     # Short (issue 60): what ran and the fastest way here are one click away, not five lines inline.
     box = page.locator("#gm-result .gm-result").bounding_box()
-    assert box["height"] < 110, box
+    # A busy machine's warning (issue 71), when the machine running the test is busy, comes on top.
+    busy = page.locator("#gm-result .gm-busy")
+    extra = busy.bounding_box()["height"] + 6 if busy.count() else 0
+    assert box["height"] - extra < 110, box
     page.click("#gm-result summary")
     assert "Both lanes ran the target's float32 weights in torch" in page.inner_text("#gm-result")
     assert page.locator("#gm-vanilla .tok").count() >= 2

@@ -50,6 +50,7 @@ def test_the_race_shows_the_predicted_speedup_beside_the_measured(target):
     assert p is not None and p.speedup == pytest.approx(p.tau * p.forward_s / (p.draft_s + p.verify_s))
     line = render_result(res)
     assert "Predicted from acceptance and cost" in line and f"{p.speedup:.2f}×" in line
+    assert f"{p.tau:.2f} tokens per verify step × {1000 * p.forward_s:.1f} ms" in line  # its arithmetic, on hover
     answer = summary(res, "p")
     assert answer["predicted_speedup"] == round(p.speedup, 4) and answer["prediction"]["tokens_per_step"] == round(p.tau, 4)
     # The run's tau from its acceptance: the measured one's definition, so near it (equal when no step was cut).

@@ -72,6 +72,13 @@ SEQUENCES = 64  # sequence ids per context: the tree's leaves, and the graveyard
 # prefill both about 1.6x float16's (docs/llamacpp.md).
 KV_TYPE = 30
 FLASH_ATTENTION = 1  # LLAMA_FLASH_ATTN_TYPE_ENABLED: masked (buried) cells are skipped, not summed as zeros
+# What the trial in a child process runs before this process loads llama.cpp (llamacpp_trial.py):
+# this runtime's cache, attention, batch sizes and sequence ids, over a prompt of 600 tokens,
+# past the 512 cells where llama.cpp's attention paths divide. A one-token trial at a short
+# context once passed on a machine whose llama.cpp then aborted in a tree forward after a long
+# prompt, taking the process with it. About 3 s on two cores, once per machine, build and file.
+TRIAL_CONTEXT = 600
+TRIAL_SHAPE = (KV_TYPE, FLASH_ATTENTION, BATCH, CHUNK, SEQUENCES, TRIAL_CONTEXT)
 
 
 def _library():
@@ -104,7 +111,7 @@ def check_runtime(gguf_path: str, threads: Optional[int] = None, extra_buffers: 
     after the first time; NativeRuntimeUnusable, in words, when it died or failed."""
     if not available():
         raise GumihoError(f"The llama.cpp runtime needs llama-cpp-python: {INSTALL}")
-    verdict = trust(gguf_path, int(threads or torch.get_num_threads()), extra_buffers, (KV_TYPE, FLASH_ATTENTION))
+    verdict = trust(gguf_path, int(threads or torch.get_num_threads()), extra_buffers, TRIAL_SHAPE)
     if not verdict.usable:
         raise NativeRuntimeUnusable(unusable_message(verdict), verdict)
     return verdict
@@ -152,13 +159,16 @@ class LlamaCppRuntime(Runtime):
         self.context_length = int(context_length)
         # Room for the window and for buried cells; a cache that fills is rebuilt (see LlamaCppCache).
         self.cells = self.context_length + 2048
-        self._free: list = []
+        # Idle contexts by the cells they were made with: a cache finalized after ``cells`` changed
+        # returns its context to its own size's pool, never to another's (a context of 160 cells
+        # takes at most 160 tokens a call, and llama.cpp aborts on more).
+        self._free: dict[int, list] = {}
         self._lock = threading.Lock()
 
-    def _new_context(self):
+    def _new_context(self, cells: int):
         lib = self.lib
         p = lib.llama_context_default_params()
-        p.n_ctx, p.n_batch, p.n_ubatch = self.cells, BATCH, BATCH
+        p.n_ctx, p.n_batch, p.n_ubatch = cells, BATCH, BATCH
         p.n_seq_max, p.kv_unified = SEQUENCES, True  # one cell store that every sequence id indexes
         p.n_threads = p.n_threads_batch = self.threads
         p.embeddings = True  # the final-norm states too, beside the logits: what a drafter reads
@@ -171,17 +181,19 @@ class LlamaCppRuntime(Runtime):
         return ctx
 
     def new_cache(self) -> "LlamaCppCache":
+        cells = self.cells
         with self._lock:
-            ctx = self._free.pop() if self._free else None
+            idle = self._free.get(cells)
+            ctx = idle.pop() if idle else None
         if ctx is None:
-            ctx = self._new_context()
-        cache = LlamaCppCache(self, ctx)
-        weakref.finalize(cache, self._release, ctx)
+            ctx = self._new_context(cells)
+        cache = LlamaCppCache(self, ctx, cells)
+        weakref.finalize(cache, self._release, cells, ctx)
         return cache
 
-    def _release(self, ctx):
+    def _release(self, cells: int, ctx):
         with self._lock:
-            self._free.append(ctx)
+            self._free.setdefault(cells, []).append(ctx)
 
     # -- the Runtime interface -----------------------------------------------------------------------
 
@@ -224,9 +236,12 @@ class LlamaCppCache:
 
     GRAVE = SEQUENCES - 1
 
-    def __init__(self, runtime: LlamaCppRuntime, ctx):
-        self.rt, self.ctx = runtime, ctx
+    def __init__(self, runtime: LlamaCppRuntime, ctx, cells: int):
+        self.rt, self.ctx, self.cells = runtime, ctx, cells
         lib = runtime.lib
+        # Tokens per llama_decode call: BATCH, or fewer where the context is smaller (llama.cpp
+        # caps a context's batch at its cells and aborts, GGML_ASSERT, on a call over the cap).
+        self.batch_size = min(BATCH, lib.llama_n_batch(ctx))
         self.mem = lib.llama_get_memory(ctx)
         lib.llama_memory_clear(self.mem, True)
         self.batch = lib.llama_batch_init(BATCH, 0, SEQUENCES)
@@ -234,7 +249,7 @@ class LlamaCppCache:
         self.synced = 1
         self.used = 0  # cells taken, live or buried
         self.history: list[int] = []
-        self.prompt_len = 0  # the first forward's tokens, prefilled in batches of BATCH
+        self.prompt_len = 0  # the first forward's tokens, prefilled in batches of batch_size
         self.pending: Optional[tuple] = None  # the last forward: (start position, tokens, node sequence ids)
         self.rebuilds = 0  # how often the cache was rebuilt (for tests and profiles)
 
@@ -242,6 +257,9 @@ class LlamaCppCache:
 
     def _decode(self, tokens, positions, seqs, outputs) -> None:
         b, n = self.batch, len(tokens)
+        if n > self.batch_size:  # checked here: past this llama.cpp aborts the process, it returns no error
+            raise GumihoError(f"llama.cpp takes at most {self.batch_size} tokens per call on this cache; {n} were "
+                              "given.")
         b.n_tokens = n
         for i in range(n):
             b.token[i], b.pos[i], b.logits[i] = tokens[i], positions[i], 1 if outputs[i] else 0
@@ -270,11 +288,12 @@ class LlamaCppCache:
 
     def _rebuild(self) -> None:
         """A fresh cache of the live tokens, no buried cells, batched as they were
-        first decoded (the prompt in BATCH, the rest in CHUNK): the same bits."""
+        first decoded (the prompt in batch_size, the rest in CHUNK): the same bits."""
         self.rt.lib.llama_memory_clear(self.mem, True)
         self.used, self.synced = 0, 1
         self.rebuilds += 1
-        cuts = list(range(0, self.prompt_len, BATCH)) + list(range(self.prompt_len, len(self.history), CHUNK))
+        cuts = (list(range(0, self.prompt_len, self.batch_size))
+                + list(range(self.prompt_len, len(self.history), CHUNK)))
         for a, b in zip(cuts, cuts[1:] + [len(self.history)]):
             part = self.history[a:b]
             self._decode(part, range(a, b), [[0]] * len(part), [False] * len(part))
@@ -289,8 +308,8 @@ class LlamaCppCache:
         n = len(tokens)
         if start == 0:
             self.prompt_len = n
-        step = BATCH if start == 0 else CHUNK
-        if self.used + n > self.rt.cells:
+        step = self.batch_size if start == 0 else min(CHUNK, self.batch_size)
+        if self.used + n > self.cells:
             self._rebuild()
         if parents is None:
             seqs = [list(range(self.synced))] * n

@@ -1,14 +1,17 @@
 """Whether the llama.cpp runtime can be trusted on this machine, found before this
 process loads it: llama-cpp-python found without importing it, then the runtime's
-forward tried in a child process (gumiho.runtimes.native_probe; the trial is
-llamacpp_trial.py), with the weight-repack setting this CPU gets by rule.
+forwards tried in a child process (gumiho.runtimes.native_probe; the trial is
+llamacpp_trial.py: every kind of forward the runtime runs, past 512 cached cells), with the
+weight-repack setting this CPU gets by rule.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,16 +76,21 @@ def bindings_key() -> dict:
 TRIAL_SECONDS = 120  # a trial that has not finished by then is reported, not trusted
 
 
-def _trial(gguf_path: str, threads: int, extra_buffers: bool, context: tuple[int, int]):
-    """A one-token decode of ``gguf_path`` in a child process (gumiho/runtimes/llamacpp_trial.py)."""
-    code = (Path(__file__).parent / "llamacpp_trial.py").read_text()
+TRIAL = Path(__file__).parent / "llamacpp_trial.py"
+
+
+def _trial(gguf_path: str, threads: int, extra_buffers: bool, shape: tuple[int, ...]):
+    """The runtime's forwards on ``gguf_path``, run in a child process (gumiho/runtimes/llamacpp_trial.py)."""
+    code = TRIAL.read_text()
 
     def run() -> Outcome:
         command = [sys.executable, "-c", code, gguf_path, "1" if extra_buffers else "0", str(threads),
-                   *map(str, context)]
+                   *map(str, shape)]
         try:
+            # GGML_NO_BACKTRACE: an abort prints its message and dies, without attaching gdb first.
             done = subprocess.run(command, capture_output=True, text=True, errors="replace",
-                                  stdin=subprocess.DEVNULL, timeout=TRIAL_SECONDS)
+                                  stdin=subprocess.DEVNULL, timeout=TRIAL_SECONDS,
+                                  env={**os.environ, "GGML_NO_BACKTRACE": "1"})
         except subprocess.TimeoutExpired:
             return Outcome(None)
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
@@ -92,20 +100,25 @@ def _trial(gguf_path: str, threads: int, extra_buffers: bool, context: tuple[int
                 info = json.loads(done.stdout.strip().splitlines()[-1])
             except ValueError:
                 pass
-        return Outcome(done.returncode, (lines or [""])[-1][:300], info)
+        said = [line for line in lines if "GGML_ASSERT" in line or "GGML_ABORT" in line] or lines or [""]
+        return Outcome(done.returncode, said[-1][:300], info)  # a failed assertion names itself
     return run
 
 
-def trust(gguf_path: str, threads: int, extra_buffers: Optional[bool], context: tuple[int, int]) -> Verdict:
-    """The verdict on running ``gguf_path`` in llama.cpp here (``context``: the runtime's
-    KV cache type and flash-attention setting, so the trial runs its kernels), and with which setting
+def trust(gguf_path: str, threads: int, extra_buffers: Optional[bool], shape: tuple[int, ...]) -> Verdict:
+    """The verdict on running ``gguf_path`` in llama.cpp here (``shape``: the runtime's KV
+    cache type, flash-attention setting, batch sizes, sequence ids and a context length past
+    the 512 cells where attention paths divide, so the trial runs its kernels), and with which setting
     (``verdict.setting["extra_buffers"]``): the rule's setting first (or the one asked),
     then, if that died by a signal with extra buffer types on, without them. Costs one
     child process per machine, build, file and setting; nothing after (cached)."""
     first = extra_buffers_default() if extra_buffers is None else bool(extra_buffers)
     settings = [{"extra_buffers": first}] + ([{"extra_buffers": False}] if first else [])
-    key = {**bindings_key(), "file": fingerprint(gguf_path)}  # not the threads: a CPU's instructions, not their number
-    verdict, seen = first_usable("llama.cpp", key, lambda s: _trial(gguf_path, threads, s["extra_buffers"], context),
+    # Not the threads: a CPU's instructions, not their number. The trial's own text and shape
+    # are: a trial that tries more is run again, not answered by an older verdict.
+    key = {**bindings_key(), "file": fingerprint(gguf_path), "trial": hashlib.sha256(TRIAL.read_bytes()).hexdigest()[:16],
+           "shape": list(shape)}
+    verdict, seen = first_usable("llama.cpp", key, lambda s: _trial(gguf_path, threads, s["extra_buffers"], shape),
                                  settings)
     if verdict.usable and len(seen) > 1:
         log.warning("gumiho: %s, with its weight repack on; loading it without (use_extra_bufts=False).",

@@ -9,7 +9,7 @@ code safely: its exit status names the signal (a negative return code in
 ``subprocess``) while the parent lives on.
 
 So the first time a native runtime is used on a machine, with a given build, file and
-setting, :func:`probe` runs a trial of it (a one-token decode) in a child and keeps the
+setting, :func:`probe` runs a trial of it (the forwards it will run) in a child and keeps the
 verdict in the cache folder (gumiho.files.cache_root, ``probes/``), keyed by this
 machine's CPU (its model and the flags cpuid reports), the build, the file and the
 setting. Later uses read the verdict: nothing is run again until one of those changes.
@@ -63,9 +63,10 @@ class Verdict:
         if self.usable:
             return f"{self.runtime} runs on this CPU."
         if self.signal:
-            return (f"{self.runtime} died with {self.signal} ({signal_words(self.signal)}) on this CPU in a one-token "
-                    f"test run in a child process")
-        return f"{self.runtime} failed its one-token test on this machine: {self.detail or 'no reason given'}"
+            said = f" ({self.detail})" if "GGML" in self.detail else ""  # a failed assertion, in its own words
+            return (f"{self.runtime} died with {self.signal} ({signal_words(self.signal)}) on this CPU in a trial "
+                    f"run in a child process{said}")
+        return f"{self.runtime} failed its trial on this machine: {self.detail or 'no reason given'}"
 
 
 def signal_words(name: str) -> str:

@@ -16,7 +16,7 @@ from helpers import ready_hub, tiny_target
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "fakes" / "dying_llama_cpp"
-NOTE = ("llama.cpp died with SIGILL (illegal instruction) on this CPU in a one-token test run in a child "
+NOTE = ("llama.cpp died with SIGILL (illegal instruction) on this CPU in a trial run in a child "
         "process")
 
 

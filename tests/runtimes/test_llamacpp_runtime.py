@@ -44,14 +44,29 @@ def users_threads(target):
     return target
 
 
+def trusted_target(**how):
+    """load_target(**how) on llama.cpp, or a skip where this CPU's trial refused the runtime:
+    the library then runs on float32 (tests/runtimes/test_native_fallback.py), and these
+    claims are about a runtime it does not run."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
+    from gumiho.loading import load_target
+    from gumiho.runtimes.llamacpp_trust import NativeRuntimeUnusable
+
+    try:
+        target = load_target(**how)
+    except NativeRuntimeUnusable as e:
+        pytest.skip(f"llama.cpp is not used on this CPU: {e}")
+    if target.runtime_note:
+        pytest.skip(f"llama.cpp is not used on this CPU: {target.runtime_note}")
+    return target
+
+
 @pytest.fixture(scope="module", params=["q4_1", "q4_0"])
 def lc_target(request):
     """The runtime on each file it offers (gumiho.runtimes.llamacpp_files): the shipped Q4_1 file
     (the default) and the Q4_0 rewrite, whose products take llama.cpp's repacked kernels.
     Exactness is a property of the kernels, so every claim is checked on both."""
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
-    from gumiho.loading import load_target
-    return users_threads(load_target(runtime="llama.cpp", layout=request.param))
+    return users_threads(trusted_target(runtime="llama.cpp", layout=request.param))
 
 
 def test_the_runtime_loads_with_this_cpus_repack_rule(lc_target):
@@ -100,7 +115,6 @@ def test_speculative_decoding_on_llamacpp_emits_vanillas_tokens(lc_target, cells
     cache is so small that buried cells force rebuilds along the way."""
     if cells:
         monkeypatch.setattr(lc_target.runtime, "cells", cells)
-        monkeypatch.setattr(lc_target.runtime, "_free", [])  # fresh contexts of that size
     accepted = 0
     for i, prompt in enumerate(PROMPTS):
         ids = lc_target.encode(prompt)
@@ -112,7 +126,6 @@ def test_speculative_decoding_on_llamacpp_emits_vanillas_tokens(lc_target, cells
     assert accepted > 40
     if cells:
         monkeypatch.undo()
-        lc_target.runtime._free.clear()
 
 
 def test_the_shipped_drafter_on_llamacpp_is_lossless(lc_target):
@@ -142,7 +155,6 @@ def test_one_prefill_for_many_samples_writes_what_stream_writes(lc_target, small
     ids = lc_target.encode(PROMPTS[2])
     if small_cache:  # the smallest context llama.cpp takes here: a few drafted generations fill it
         monkeypatch.setattr(lc_target.runtime, "cells", 160)
-        monkeypatch.setattr(lc_target.runtime, "_free", [])  # fresh contexts of that size
     for d, tree in ((None, None), (drafter, TreeSettings.for_device("cpu"))):
         settings = GenerationSettings(max_new_tokens=6, temperature=1.0, tree=tree)
         shared = SharedPrompt(lc_target, ids, d, settings)
@@ -154,7 +166,29 @@ def test_one_prefill_for_many_samples_writes_what_stream_writes(lc_target, small
             assert shared.cache.rebuilds >= 1
     if small_cache:
         monkeypatch.undo()
-        lc_target.runtime._free.clear()
+
+
+def test_a_context_made_for_a_smaller_cache_never_serves_a_larger_one(lc_target, monkeypatch):
+    """Contexts are pooled by their size: one made while ``cells`` was small, and handed back
+    after it grew again, is never given to a cache that prefills 512 tokens a call (llama.cpp
+    caps a context's batch at its cells and aborts the process on more: once the suite's
+    small-cache tests were followed by a long prompt, it did). A call over a context's cap is
+    refused in words before llama.cpp sees it."""
+    import gc
+
+    monkeypatch.setattr(lc_target.runtime, "cells", 160)
+    small = lc_target.new_cache()
+    assert small.batch_size == 160
+    with pytest.raises(GumihoError, match="at most 160 tokens per call"):
+        small._decode([1] * 161, range(161), [[0]] * 161, [False] * 161)
+    monkeypatch.undo()
+    del small
+    gc.collect()  # its context goes back to the pool now, after the size changed back
+    cache = lc_target.new_cache()
+    assert cache.batch_size == 512 and cache.cells == lc_target.runtime.cells
+    prompt = lc_target.tokenizer(long_text(lc_target.tokenizer, 600))["input_ids"][:600]
+    states, logits = lc_target.forward(prompt, 0, cache, last_logits_only=True)[:2]
+    assert states.shape[0] == 600 and logits.shape[0] == 1
 
 
 def test_a_drafter_reading_inner_layers_is_refused_in_words(lc_target):
@@ -202,9 +236,7 @@ def test_auto_is_the_default_and_picks_llamacpp_only_where_it_runs(monkeypatch):
 
 @pytest.fixture(scope="module")
 def auto_target():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
-    from gumiho.loading import load_target
-    return users_threads(load_target(runtime="auto"))
+    return users_threads(trusted_target(runtime="auto"))
 
 
 def test_auto_runs_the_embedded_gguf_in_llamacpp_with_its_own_tree(auto_target):
@@ -318,7 +350,6 @@ def test_a_long_prompt_stays_lossless_through_cache_rebuilds(lc_target, long_pro
         pytest.skip("the rebuild does not depend on the file; checked on the default one (saves CI minutes)")
     ids, ref = long_prompt
     monkeypatch.setattr(lc_target.runtime, "cells", len(ids) + 64)
-    monkeypatch.setattr(lc_target.runtime, "_free", [])  # fresh contexts of that size
     caches = []
     new_cache = lc_target.runtime.new_cache
     monkeypatch.setattr(lc_target.runtime, "new_cache", lambda: caches.append(new_cache()) or caches[-1])
@@ -327,4 +358,3 @@ def test_a_long_prompt_stays_lossless_through_cache_rebuilds(lc_target, long_pro
     assert [t for s in steps for t in s.tokens] == ref
     assert caches[-1].rebuilds >= 1
     monkeypatch.undo()
-    lc_target.runtime._free.clear()

@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "fakes" / "dying_llama_cpp"
 
 
-def run(code: str, cache: Path, death: str = "SIGILL", fake: Path = FAKE) -> subprocess.CompletedProcess:
+def run(code: str, cache: Path, death: str = "SIGILL", fake: Path = FAKE, at: str = "") -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake), str(ROOT)]), GUMIHO_CACHE=str(cache),
-               GUMIHO_TEST_NATIVE_DEATH=death, OMP_NUM_THREADS="1")
+               GUMIHO_TEST_NATIVE_DEATH=death, GUMIHO_TEST_NATIVE_DEATH_AT=at, OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
                           cwd=ROOT)
 
@@ -42,6 +42,18 @@ def test_the_default_load_falls_back_to_torch_with_one_line(tmp_path):
     said = [line for line in done.stderr.splitlines() if "SIGILL" in line]
     assert len(said) == 1 and "llama.cpp" in said[0] and "torch runtime" in said[0]
     assert "Traceback" not in done.stderr
+
+
+def test_a_kernel_that_aborts_only_in_a_tree_after_a_long_prompt_is_caught(tmp_path):
+    """The trial runs the runtime's forwards, not one token: a library that decodes short
+    prompts but aborts (a failed GGML_ASSERT) on a batch over two sequences once more than
+    512 cells are cached is found out in the child, and the default load runs on torch."""
+    done = run(DEFAULT_LOAD, tmp_path, "SIGABRT", at="tree")
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["runtime"] == "torch" and "SIGABRT" in answer["note"] and "abort" in answer["note"].lower()
+    assert "GGML_ASSERT(stand-in) failed" in answer["note"]  # the assertion's own words, kept from the child
+    assert len(answer["tokens"]) == 6
 
 
 BY_NAME = """

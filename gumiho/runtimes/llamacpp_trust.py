@@ -79,9 +79,9 @@ TRIAL_SECONDS = 120  # a trial that has not finished by then is reported, not tr
 TRIAL = Path(__file__).parent / "llamacpp_trial.py"
 
 
-def _trial(gguf_path: str, threads: int, extra_buffers: bool, shape: tuple[int, ...]):
-    """The runtime's forwards on ``gguf_path``, run in a child process (gumiho/runtimes/llamacpp_trial.py)."""
-    code = TRIAL.read_text()
+def _trial(code: str, gguf_path: str, threads: int, extra_buffers: bool, shape: tuple[int, ...]):
+    """The runtime's forwards on ``gguf_path``, run in a child process (``code``: the text of
+    gumiho/runtimes/llamacpp_trial.py)."""
 
     def run() -> Outcome:
         command = [sys.executable, "-c", code, gguf_path, "1" if extra_buffers else "0", str(threads),
@@ -116,10 +116,11 @@ def trust(gguf_path: str, threads: int, extra_buffers: Optional[bool], shape: tu
     settings = [{"extra_buffers": first}] + ([{"extra_buffers": False}] if first else [])
     # Not the threads: a CPU's instructions, not their number. The trial's own text and shape
     # are: a trial that tries more is run again, not answered by an older verdict.
-    key = {**bindings_key(), "file": fingerprint(gguf_path), "trial": hashlib.sha256(TRIAL.read_bytes()).hexdigest()[:16],
+    code = TRIAL.read_text()
+    key = {**bindings_key(), "file": fingerprint(gguf_path), "trial": hashlib.sha256(code.encode()).hexdigest()[:16],
            "shape": list(shape)}
-    verdict, seen = first_usable("llama.cpp", key, lambda s: _trial(gguf_path, threads, s["extra_buffers"], shape),
-                                 settings)
+    verdict, seen = first_usable("llama.cpp", key,
+                                 lambda s: _trial(code, gguf_path, threads, s["extra_buffers"], shape), settings)
     if verdict.usable and len(seen) > 1:
         log.warning("gumiho: %s, with its weight repack on; loading it without (use_extra_bufts=False).",
                     seen[0].reason())

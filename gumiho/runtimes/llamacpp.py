@@ -76,7 +76,7 @@ FLASH_ATTENTION = 1  # LLAMA_FLASH_ATTN_TYPE_ENABLED: masked (buried) cells are 
 # this runtime's cache, attention, batch sizes and sequence ids, over a prompt of 600 tokens,
 # past the 512 cells where llama.cpp's attention paths divide. A one-token trial at a short
 # context once passed on a machine whose llama.cpp then aborted in a tree forward after a long
-# prompt, taking the process with it. About 3 s on two cores, once per machine, build and file.
+# prompt, taking the process with it. 2-4.5 s on two cores, once per machine, build and file.
 TRIAL_CONTEXT = 600
 TRIAL_SHAPE = (KV_TYPE, FLASH_ATTENTION, BATCH, CHUNK, SEQUENCES, TRIAL_CONTEXT)
 

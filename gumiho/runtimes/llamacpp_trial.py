@@ -15,7 +15,7 @@ them would take the caller's process down. The trial walks what a long generatio
 a prompt of CONTEXT tokens prefilled in batches of BATCH (past the 512 cells where
 llama.cpp's attention paths divide), a draft tree over two sequences, its rejected node
 moved to the graveyard sequence, a one-token forward and a CHUNK-token forward. It costs
-2-3.5 s on two cores (docs/llamacpp.md), once per machine, build and file (the verdict is cached).
+2-4.5 s on two cores (research/trial_cost.py), once per machine, build and file (the verdict is cached).
 
 Exit 0: it ran. Killed by a signal: that signal is the verdict. Exit 3: the file or
 a context could not be made, or a decode failed (words on stderr).

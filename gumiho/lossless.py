@@ -40,11 +40,18 @@ import torch
 
 from .decode import GenerationSettings, SharedPrompt
 from .errors import GumihoError
-from .rules import EXACT, check_rule
+from .rules import EXACT, RULE_NAMES, check_rule
 from .target import Target
 from .tree import TreeSettings
 
 MIN_EXPECTED = 5.0  # the chi-square approximation's usual minimum expected count per cell
+# The first new token comes from the prefill's forward, before anything is drafted:
+# both arms draw it from the target's own distribution, so only from the second token
+# on can the acceptance rule change what is written.
+MIN_TOKENS = 2
+FIRST_TOKEN_ONLY = ("The check needs at least 2 first tokens: the first token comes from the prefill, before "
+                    "anything is drafted, so both arms draw it from the target alone and the test cannot tell a "
+                    "right acceptance rule from a wrong one. The rule decides from the second token on.")
 
 
 def chi2_sf(stat: float, dof: int) -> float:
@@ -67,6 +74,16 @@ class Homogeneity:
     pooled: int  # distinct sequences pooled into the "other" cell (their expected count was below 5)
 
 
+def rare_outcomes(a: Mapping, b: Mapping, min_expected: float = MIN_EXPECTED) -> set:
+    """The outcomes :func:`chi_square_homogeneity` pools: those whose smaller expected
+    count, min(R_a, R_b) n_j / N, is below ``min_expected`` (none when a sample is empty)."""
+    ra, rb = sum(a.values()), sum(b.values())
+    n = ra + rb
+    if ra == 0 or rb == 0:
+        return set()
+    return {key for key in set(a) | set(b) if min(ra, rb) * (a.get(key, 0) + b.get(key, 0)) / n < min_expected}
+
+
 def chi_square_homogeneity(a: Mapping, b: Mapping, min_expected: float = MIN_EXPECTED) -> Homogeneity:
     """Could counts ``a`` and ``b`` ({outcome: count}) come from one distribution?
     Outcomes whose smaller expected count min_i R_i n_j / N is below ``min_expected``
@@ -78,10 +95,10 @@ def chi_square_homogeneity(a: Mapping, b: Mapping, min_expected: float = MIN_EXP
     if ra == 0 or rb == 0:
         return Homogeneity(0.0, 0, 1.0, 0)
     small_row = min(ra, rb)
+    pooled = rare_outcomes(a, b, min_expected)
     cells, rare = [], []
     for key in sorted(set(a) | set(b)):
-        cell = (a.get(key, 0), b.get(key, 0))
-        (rare if small_row * (cell[0] + cell[1]) / n < min_expected else cells).append(cell)
+        (rare if key in pooled else cells).append((a.get(key, 0), b.get(key, 0)))
     if rare:
         other = (sum(c[0] for c in rare), sum(c[1] for c in rare))
         if small_row * (other[0] + other[1]) / n >= min_expected or not cells:
@@ -123,19 +140,32 @@ class LosslessCheck:
     def __post_init__(self):
         self.sequences = len(set(self.vanilla) | set(self.speculative))
 
-    def verdict(self, alpha: float = 0.01) -> str:
-        """One plain sentence: does the test find a difference at level ``alpha``?"""
-        what = (f"speculative sampling with the {self.rule!r} rule and the target alone, over the first "
-                f"{self.tokens} token{'s' if self.tokens != 1 else ''} ({self.samples} samples each)")
+    def headline(self, alpha: float = 0.01) -> str:
+        """The verdict in a few words, as a page's heading shows it."""
         if self.dof == 0:
-            return (f"Nothing to compare: every sequence fell into one cell of the test ({what}). "
+            return "Nothing to compare."
+        return "No difference found." if self.p_value >= alpha else "The two samples differ."
+
+    def reading(self, alpha: float = 0.01) -> str:
+        """What the test found, in plain words, without the headline: the page puts it
+        after :meth:`headline` and the figures, and :meth:`verdict` after the headline."""
+        what = (f"speculative sampling with {RULE_NAMES[self.rule]} and the target alone, over the first "
+                f"{self.tokens} tokens ({self.samples} samples each)")
+        if self.dof == 0:
+            return (f"Every sequence fell into one cell of the test ({what}). "
                     f"Draw more samples, or raise the temperature.")
         if self.p_value >= alpha:
             return (f"The two samples are consistent with one distribution (p = {self.p_value:.2g} >= {alpha:g}): "
                     f"no sign of a difference between {what}.")
-        return (f"The two samples differ: p = {self.p_value:.2g} < {alpha:g}. Sampling from one distribution, "
-                f"a difference this large would come up less than {alpha:.0%} of the time; "
-                f"{what} do not look like one distribution.")
+        return (f"p = {self.p_value:.2g} < {alpha:g}: sampling from one distribution, a difference this large would "
+                f"come up less than {alpha:.0%} of the time, so {what} do not look like one distribution.")
+
+    def verdict(self, alpha: float = 0.01) -> str:
+        """One plain sentence: does the test find a difference at level ``alpha``?"""
+        if self.dof and self.p_value >= alpha:
+            return self.reading(alpha)  # it opens with its own headline
+        reading = self.reading(alpha)
+        return f"{self.headline(alpha)[:-1]}: {reading[0].lower()}{reading[1:]}"
 
 
 def lossless_check(target: Target, prompt_ids, drafter, temperature: float, samples: int = 200,
@@ -159,13 +189,16 @@ def lossless_check(target: Target, prompt_ids, drafter, temperature: float, samp
     the target's default). A sequence shorter than ``tokens`` ended in an EOS.
 
     Both arms draw the first token alike, from the prefill's distribution; the
-    acceptance rule decides from the second token on, so ``tokens`` = 1 tests
-    nothing about it, and 2 is the smallest useful length. Longer sequences test
-    more positions but spread the samples over more sequences, and more of them
-    end up pooled."""
+    acceptance rule decides from the second token on, so ``tokens`` = 1 would test
+    nothing about it (a wrong rule passes as surely as the right one) and is
+    refused: 2 is the smallest length that can tell. Longer sequences test more
+    positions but spread the samples over more sequences, and more of them end up
+    pooled."""
     for name, value, low in (("samples", samples, 1), ("tokens", tokens, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise GumihoError(f"{name} must be a whole number >= {low}, got {value!r}.")
+    if tokens < MIN_TOKENS:
+        raise GumihoError(FIRST_TOKEN_ONLY)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
         raise GumihoError(f"The losslessness check samples: it needs a temperature above 0, got {temperature!r}. "
                           f"At temperature 0 speculative decoding writes exactly vanilla's tokens, which "

@@ -116,6 +116,14 @@ RULE_DESCRIPTIONS = {
                  "probability q(c), as if the top-k drafts had been sampled from q",
 }
 
+# Each rule as a sentence names it, for verdicts read by people rather than code.
+RULE_NAMES = {
+    EXACT: "the engine's acceptance rule",
+    "keep_drafts": "the wrong rule that keeps every drafted token",
+    "drafter_q": "the wrong rule min(1, p/q) with the drafter's own q",
+}
+assert set(RULE_NAMES) == set(RULE_DESCRIPTIONS) == set(SAMPLING_RULES)
+
 
 def check_rule(name) -> str:
     """``name`` when it names a rule; else a GumihoError listing the names."""

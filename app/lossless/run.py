@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from gumiho import GumihoError
-from gumiho.lossless import LosslessCheck, lossless_check
+from gumiho.lossless import FIRST_TOKEN_ONLY, MIN_TOKENS, LosslessCheck, lossless_check
 from gumiho.rules import EXACT, SAMPLING_RULES
 
 from ..models.hub import ModelHub
@@ -52,7 +52,9 @@ def parse_lossless(form: LosslessForm) -> LosslessRequest:
     temperature = real(form.temperature, "Temperature", 0.0, 2.0, "above 0 and at most 2 (the experiment samples)",
                        lo_open=True)
     samples = whole(form.samples, "Samples", 10, MAX_SAMPLES)
-    tokens = whole(form.tokens, "Tokens", 1, MAX_TOKENS)
+    tokens = whole(form.tokens, "Tokens", 1, MAX_TOKENS, f"a whole number from {MIN_TOKENS} to {MAX_TOKENS}")
+    if tokens < MIN_TOKENS:  # a test that cannot fail teaches the wrong lesson: refused, with why
+        raise GumihoError(FIRST_TOKEN_ONLY)
     rule = text_field(form.rule, "The rule", f"one of {', '.join(SAMPLING_RULES)}") or EXACT
     if rule not in SAMPLING_RULES:
         raise GumihoError(f"Unknown rule {rule[:40]!r}; choose one of {', '.join(SAMPLING_RULES)}.")

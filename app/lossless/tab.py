@@ -14,7 +14,16 @@ from ..race.run import RUNS, Control, in_background, until_ready
 from ..views.render import esc, render_banner
 from ..web.shared import GENERATE, fail, placeholder, wire
 from .figures import samples_figure
-from .run import MAX_SAMPLES, MAX_TOKENS, RULE_LABELS, LosslessForm, LosslessProgress, compute_lossless, parse_lossless
+from .run import (
+    MAX_SAMPLES,
+    MAX_TOKENS,
+    MIN_TOKENS,
+    RULE_LABELS,
+    LosslessForm,
+    LosslessProgress,
+    compute_lossless,
+    parse_lossless,
+)
 from .summary import ALPHA, lossless_summary
 
 INTRO = ("**Is speculative sampling really lossless?** Above temperature 0 the two columns of a race write "
@@ -22,7 +31,9 @@ INTRO = ("**Is speculative sampling really lossless?** Above temperature 0 the t
          "first tokens of one answer many times with the target alone (vanilla) and many times with the Gumiho "
          "drafter and the acceptance test, and tests whether the two samples come from one distribution "
          "(chi-square test of homogeneity). With the engine's rule they should; pick a **wrong rule** and watch "
-         "them drift apart. 200 samples of 2 tokens take about a minute on two CPU cores.")
+         "them drift apart. The test needs at least 2 first tokens: the first token is the target's own, written by "
+         "the prompt's prefill before anything is drafted, so both ways draw it alike and only from the second token "
+         "on can a rule show. 200 samples of 2 tokens take about a minute on two quiet CPU cores.")
 
 EXPLAIN = f"""
 **How to read it.** Each pair of bars is one sequence of first tokens: the share of the vanilla samples that
@@ -57,7 +68,8 @@ def add_lossless_tab(hub: ModelHub, examples: list[str], ready: bool) -> Lossles
         with gr.Row():
             temperature = gr.Slider(0.05, 2.0, value=0.8, step=0.05, label="Temperature", min_width=200)
             samples = gr.Slider(10, MAX_SAMPLES, value=200, step=10, label="Samples of each", min_width=200)
-            tokens = gr.Slider(1, MAX_TOKENS, value=2, step=1, label="First tokens", min_width=160)
+            tokens = gr.Slider(MIN_TOKENS, MAX_TOKENS, value=2, step=1, label="First tokens", min_width=160,
+                               info="2 at least: the first is the target's own")
             seed = gr.Number(0, precision=0, label="Seed", min_width=120)
         rule = gr.Radio([(label, name) for name, label in RULE_LABELS.items()], value=EXACT, label="Acceptance rule",
                         elem_id="gm-ll-rule")
@@ -122,11 +134,11 @@ def lossless_outputs(result) -> dict:
     done = (f"{answer['samples']} samples of each, {answer['seconds']:.0f} s"
             + (" (stopped early: the test covers what was drawn)" if answer["stopped"] else ""))
     verdict = (f'<div class="gm-ll-verdict {"differ" if differ else "same"}" data-p="{answer["p_value"]:.6g}">'
-               f'<b>{"The two samples differ." if differ else "No difference found."}</b> '
+               f'<b>{esc(result.check.headline(ALPHA))}</b> '
                f"chi² = {answer['chi2']:.2f}, {answer['dof']} degree{'' if answer['dof'] == 1 else 's'} of freedom, "
                f"p = {answer['p_value']:.3g} "
                f"({answer['sequences']} distinct sequences; {answer['pooled']} rare ones pooled). "
-               f"{esc(answer['verdict'])}</div>")
+               f"{esc(result.check.reading(ALPHA))}</div>")
     return {"status": render_banner(done, "info" if answer["stopped"] else "ready"), "verdict": verdict,
             "plot": samples_figure(result)}
 

@@ -37,6 +37,22 @@ def test_the_form_is_checked_in_words():
                         (LosslessForm(""), "prompt")):
         with pytest.raises(GumihoError, match=words):
             parse_lossless(form)
+    # One first token is refused, saying why: it is the prefill's, drawn before any draft.
+    with pytest.raises(GumihoError, match="first token comes from the prefill, before anything is drafted"):
+        parse_lossless(LosslessForm("hi", tokens=1))
+
+
+def test_the_page_refuses_one_token_and_says_the_first_is_the_targets():
+    import gradio as gr
+
+    from app.lossless.tab import INTRO, add_lossless_tab
+
+    with gr.Blocks():
+        add_lossless_tab(None, ["hi"], False)
+        sliders = [b for b in gr.context.Context.root_block.blocks.values()
+                   if isinstance(b, gr.Slider) and b.label == "First tokens"]
+    assert len(sliders) == 1 and sliders[0].minimum == 2
+    assert "the first token is the target's own" in INTRO
 
 
 def test_sequences_that_read_alike_keep_apart():
@@ -71,14 +87,22 @@ def test_the_experiment_passes_the_engines_rule_and_fails_a_wrong_one(hub, rule,
     assert (answer["p_value"] < 0.001) if differ else (answer["p_value"] > 0.01), answer
     assert answer["dof"] >= 1 and "pooled" in answer["pooling"]
     fig = samples_figure(result)
-    assert len(fig.data) == 2 and len(fig.data[0]["y"]) <= SHOWN + 1
+    assert len(fig.data) == 2 and len(fig.data[0]["y"]) <= SHOWN + 2
+    # The plot's pooled bar counts what the test pooled, in the verdict's words.
+    pooled = [y for y in fig.data[0]["y"] if "pooled by the test" in y]
+    assert pooled == ([f"{answer['pooled']} rare one{'s' if answer['pooled'] != 1 else ''} pooled by the test"]
+                      if answer["pooled"] else [])
+    assert all(sum(trace["x"]) == pytest.approx(1.0) for trace in fig.data)
     shown = lossless_outputs(result)
     assert ('class="gm-ll-verdict differ"' in shown["verdict"]) == differ
+    # Said once, and in words: no code name of a rule.
+    assert shown["verdict"].count("The two samples differ") == int(differ)
+    assert rule not in shown["verdict"] and rule not in answer["verdict"]
 
 
 def test_a_stopped_experiment_tests_what_was_drawn(hub):
     stop = threading.Event()
     stop.set()
-    result = compute_lossless(hub, parse_lossless(LosslessForm("hi", samples=20, tokens=1)), stop)
+    result = compute_lossless(hub, parse_lossless(LosslessForm("hi", samples=20, tokens=2)), stop)
     assert result.check.stopped and result.check.samples == 0
     assert "stopped early" in lossless_outputs(result)["status"]

@@ -331,6 +331,9 @@ def test_rule_names_are_checked(small):
         lossless_check(small, PROMPT, drafter, 0.9, rule="nope")
     with pytest.raises(GumihoError, match="temperature above 0"):
         lossless_check(small, PROMPT, drafter, 0.0)
+    # One token is the prefill's, drawn before any draft: a test of it could not fail.
+    with pytest.raises(GumihoError, match="at least 2 first tokens: the first token comes from the prefill"):
+        lossless_check(small, PROMPT, drafter, 0.9, tokens=1)
     assert list(SAMPLING_RULES) == ["exact", "keep_drafts", "drafter_q"]
 
 
@@ -383,6 +386,7 @@ def test_lossless_check_passes_the_exact_rule_and_fails_the_wrong_ones(small):
         wrong = lossless_check(small, PROMPT, drafter, 0.9, samples=300, tokens=2, rule=rule, seed=0, tree=TREE)
         assert wrong.p_value < 1e-3, wrong
         assert wrong.rule == rule and wrong.verdict().startswith("The two samples differ: p = ")
+        assert repr(rule) not in wrong.verdict() and "wrong rule" in wrong.verdict()
     # The arms draw with distinct seeds: same settings, different samples.
     assert exact.vanilla != exact.speculative
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 from .errors import GumihoError
 from .events import StepEvent
@@ -82,12 +82,14 @@ def predicted_speedup_from_ratios(acceptance: Sequence[float], verify_ratio: flo
 
 @dataclass
 class SpeedPrediction:
-    """Speed predicted from a vanilla run's and a speculative run's measured steps."""
+    """Speed predicted from a vanilla run's and a speculative run's measured steps.
+    ``speedup`` is exactly ``tau * forward_s / (draft_s + verify_s)``: whoever shows it
+    shows these four figures beside it, so that a reader can redo the division."""
 
-    tau: float  # expected tokens per verify step, 1 + sum of acceptance (predicted_tau)
+    tau: float  # expected tokens per verify step, 1 + sum of acceptance (predicted_tau): tau_step
     speedup: float  # tau * forward_s / (draft_s + verify_s)
     acceptance: list[float]  # acceptance by position of the speculative run, a_1, a_2, ...
-    forward_s: float  # vanilla: seconds per token (median over its decoding steps)
+    forward_s: float  # vanilla: seconds per token (mean over its decoding steps)
     draft_s: float  # speculative: drafting seconds per verify step (mean)
     verify_s: float  # speculative: verify seconds per verify step (mean)
 
@@ -95,6 +97,24 @@ class SpeedPrediction:
 def _decoding_steps(events: Iterable[StepEvent]) -> list[StepEvent]:
     """Steps after the prefill that did a forward (a stop leaves an empty step behind)."""
     return [e for e in events if e.step > 0 and not (e.finish_reason == "stopped" and not e.emitted)]
+
+
+def cost_steps(events: Iterable[StepEvent]) -> list[StepEvent]:
+    """The steps of one run whose times a prediction averages: for a run that drafted,
+    its verify steps that drafted; for vanilla (nothing ever drafted), every decoding
+    step. A table that shows a run's time per step beside a prediction averages these,
+    so that the prediction can be rebuilt from the table."""
+    steps = _decoding_steps(events)
+    drafted = [e for e in steps if e.drafted > 0]
+    return drafted or steps
+
+
+def mean_step_costs(events: Iterable[StepEvent]) -> Optional[tuple[float, float]]:
+    """(draft_s, verify_s): the mean over :func:`cost_steps`; None when there is none."""
+    steps = cost_steps(events)
+    if not steps:
+        return None
+    return statistics.fmean(e.draft_s for e in steps), statistics.fmean(e.verify_s for e in steps)
 
 
 def predict_from_runs(vanilla_events: Iterable[StepEvent], speculative_events: Iterable[StepEvent]) -> SpeedPrediction:
@@ -108,13 +128,14 @@ def predict_from_runs(vanilla_events: Iterable[StepEvent], speculative_events: I
     draft_s, verify_s: per verify step (a step that drafted) of the speculative run.
     acceptance: by position over the same steps (gumiho.metrics).
 
-    Which average: every vanilla step does the same work (one token through the same
-    model at a slowly growing context), so its times differ only by noise, and noise
-    here is one-sided (a page fault, a garbage collection, another process): the
-    median is the typical forward and ignores those. Speculative steps differ in
-    their work (tree size, accepted length, how much the drafter re-runs), and the
-    speedup is a ratio of totals, time per step times steps; so their cost is the
-    mean, the per-step share of the total, as tau is the mean tokens per step."""
+    Which average: the mean, for both runs alike. The measured speedup is a ratio of
+    totals (vanilla's wall time over speculative decoding's for the same tokens), and
+    a total is steps times the mean time per step; tau is likewise the mean tokens per
+    step. A median for one side and a mean for the other would compare two different
+    things: on a loaded machine, where delays are one-sided and come and go, the
+    median vanilla forward (63.5 ms) sat far below the mean (about 116 ms) that the
+    wall time paid, and the prediction read 0.75x beside a measured 1.32x. The mean
+    pays every delay on both sides, as the clock does."""
     vanilla = _decoding_steps(vanilla_events)
     speculative = [e for e in _decoding_steps(speculative_events) if e.drafted > 0]
     if not vanilla:
@@ -122,9 +143,9 @@ def predict_from_runs(vanilla_events: Iterable[StepEvent], speculative_events: I
     if not speculative:
         raise GumihoError("The speculative run has no verify step that drafted: generate at least 2 tokens "
                           "with a drafter.")
-    forward_s = statistics.median(e.draft_s + e.verify_s for e in vanilla)
+    forward_s = statistics.fmean(e.draft_s + e.verify_s for e in vanilla)
     draft_s = statistics.fmean(e.draft_s for e in speculative)
     verify_s = statistics.fmean(e.verify_s for e in speculative)
     acceptance = summarize(speculative).acceptance_by_position()
-    return SpeedPrediction(tau=predicted_tau(acceptance), speedup=predicted_speedup(acceptance, draft_s, verify_s, forward_s),
-                           acceptance=acceptance, forward_s=forward_s, draft_s=draft_s, verify_s=verify_s)
+    return SpeedPrediction(tau=predicted_tau(acceptance),
+                           speedup=predicted_speedup(acceptance, draft_s, verify_s, forward_s), acceptance=acceptance, forward_s=forward_s, draft_s=draft_s, verify_s=verify_s)

@@ -46,7 +46,7 @@ def main(argv=None) -> int:
             races.sort(key=lambda a: a["speedup"])
             mid = races[len(races) // 2]  # the median race by measured speedup
             row = {"prompt": i, "weights": w, "speedup": mid["speedup"], "predicted_speedup": mid["predicted_speedup"],
-                   "tau": mid["gumiho"]["tau"], "predicted_tau": mid["predicted_tau"],
+                   "tau": mid["gumiho"]["tau"], "predicted_tau": mid["predicted_run_tau"],
                    "prediction": mid["prediction"], "machine": mid["machine"],
                    "all_speedups": [a["speedup"] for a in races],
                    "all_predicted": [a["predicted_speedup"] for a in races]}

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from gumiho.speedmodel import predicted_run_tau
+from gumiho.speedmodel import mean_step_costs
 
+from ..race.summary import prediction_summary
 from ..views.records import RunRecord
 from .run import COPY_ALONE, GUMIHO_COPY, TIMING, Compared, Comparison
 
@@ -15,7 +16,10 @@ from .run import COPY_ALONE, GUMIHO_COPY, TIMING, Compared, Comparison
 @dataclass(frozen=True)
 class StepTime:
     """Mean milliseconds of a verify step (the prompt's prefill left out: it is the same
-    work for every decoder): drafting the tree, and the target's forward over it."""
+    work for every decoder): drafting the tree, and the target's forward over it. The
+    steps are those the speed prediction averages (gumiho.speedmodel.cost_steps: the
+    verify steps that drafted; vanilla's every decoding step), so that the table's
+    predicted column is its tokens/step x vanilla's ms / (drafting + verify ms)."""
 
     draft_ms: float
     verify_ms: float
@@ -26,11 +30,8 @@ class StepTime:
 
 
 def step_time(run: RunRecord) -> Optional[StepTime]:
-    steps = [ev for ev in run.events if ev.step > 0]
-    if not steps:
-        return None
-    return StepTime(1000 * sum(ev.draft_s for ev in steps) / len(steps),
-                    1000 * sum(ev.verify_s for ev in steps) / len(steps))
+    costs = mean_step_costs(run.events)
+    return StepTime(1000 * costs[0], 1000 * costs[1]) if costs is not None else None
 
 
 def _pct(x: float) -> str:
@@ -171,8 +172,8 @@ def compare_summary(cmp: Comparison, prompt: str) -> dict:
         return {"method": c.method, "label": c.label, **speed(c.record), "same_as_vanilla": c.same_as_vanilla,
                 "trained": c.trained, "speedup": round(sp, 4) if sp is not None else None,
                 # From its acceptance and step costs (gumiho.speedmodel), beside the measured ones.
-                "predicted_tau": round(predicted_run_tau(p.acceptance, st.verify_steps), 4) if p is not None else None,
-                "predicted_speedup": round(p.speedup, 4) if p is not None else None,
+                # tau_step, forward_s, draft_s and verify_s under "prediction" rebuild it.
+                **prediction_summary(p, st.verify_steps),
                 "parameters": c.parameters, "verify_steps": st.verify_steps,
                 "serial_positions": list(c.serial_positions), "mlp_positions": list(c.mlp_positions),
                 "acceptance_by_position": [round(x, 4) for x in st.acceptance_by_position(depth)],

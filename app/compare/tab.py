@@ -167,38 +167,51 @@ def _millions(n: int) -> str:
 
 
 def render_table(cmp: Comparison) -> str:
+    """One row per decoder. The predicted column is rebuilt from the row's own figures:
+    tokens/step x vanilla's ms/step / (drafting + verify ms/step), the same means
+    gumiho.speedmodel divides (vanilla's ms/step is its plain forward)."""
     rows = []
     v = cmp.vanilla
     vt = step_time(v)
-    rows.append(_row("Vanilla", "", v.stats().tau, v.stats().tokens_per_s, None, None, None,
+    # Vanilla writes one token a step; its step is the plain forward, shown as verify time.
+    rows.append(_row("Vanilla", "", v.stats().tau, v.stats().tokens_per_s, None, 1.0 if vt else None, None, None,
                      vt.total_ms if vt else None, "reference"))
     for c in cmp.drafters:
         st, t, sp, p = c.stats, step_time(c.record), cmp.speedup(c), cmp.prediction(c)
         same = "identical" if c.same_as_vanilla else ("stopped" if c.record.stopped else "DIFFERS")
         rows.append(_row(SHORT.get(c.method, c.label), _millions(c.parameters), st.tau, st.tokens_per_s, sp,
-                         p.speedup if p is not None else None, t.draft_ms if t else None,
-                         t.verify_ms if t else None, same))
+                         p.tau if p is not None else None, p.speedup if p is not None else None,
+                         t.draft_ms if t else None, t.verify_ms if t else None, same))
     for s in cmp.skipped:
-        rows.append(f'<tr><td>{esc(SHORT.get(s.method, s.label))}</td><td colspan="8" class="no">not run: '
+        rows.append(f'<tr><td>{esc(SHORT.get(s.method, s.label))}</td><td colspan="9" class="no">not run: '
                     f'{esc(s.reason)}</td></tr>')
-    head = ("<tr><th>Decoder</th><th>Drafter size</th><th>tau</th><th>tokens/s</th><th>speedup</th>"
-            '<th title="(1 + sum of acceptance) × plain forward ms / (drafting + verify ms per step)">'
+    head = ("<tr><th>Decoder</th><th>Drafter size</th>"
+            '<th title="new tokens / target forwards, the prefill counted">tau</th><th>tokens/s</th><th>speedup</th>'
+            '<th title="1 + sum of acceptance by position: the tokens a verify step writes, on average">'
+            "tokens/step</th>"
+            '<th title="tokens/step × vanilla\'s ms/step / (drafting + verify ms/step), every time the mean per step">'
             "predicted</th><th>drafting ms/step</th><th>verify ms/step</th><th>text vs vanilla</th></tr>")
     return f'<table class="walk-table gm-cmp-table">{head}{"".join(rows)}</table>'
 
 
-def _row(name: str, size: str, tau: float, tps: float, speedup: Optional[float], predicted: Optional[float],
-         draft_ms: Optional[float], verify_ms: Optional[float], same: str) -> str:
-    def num(x, fmt):
-        return "–" if x is None else format(x, fmt)
+def _ms(x: Optional[float]) -> str:
+    """Milliseconds to about three figures or more, so that the predicted column can be
+    redone from the row to its two decimals."""
+    if x is None:
+        return "–"
+    return format(x, ".1f" if x >= 10 else ".2f" if x >= 1 else ".3f")
 
+
+def _row(name: str, size: str, tau: float, tps: float, speedup: Optional[float], per_step: Optional[float],
+         predicted: Optional[float], draft_ms: Optional[float], verify_ms: Optional[float], same: str) -> str:
     def times(x):
-        return f"{num(x, '.2f')}{'x' if x is not None else ''}"
+        return "–" if x is None else f"{x:.2f}x"
 
     cls = "ok" if same in ("identical", "reference") else "no"
     return (f"<tr><td>{esc(name)}</td><td>{esc(size)}</td><td>{tau:.2f}</td><td>{tps:.1f}</td>"
-            f"<td>{times(speedup)}</td><td>{times(predicted)}</td><td>{num(draft_ms, '.1f')}</td>"
-            f"<td>{num(verify_ms, '.1f')}</td><td class=\"{cls}\">{esc(same)}</td></tr>")
+            f"<td>{times(speedup)}</td><td>{'–' if per_step is None else format(per_step, '.3f')}</td>"
+            f"<td>{times(predicted)}</td><td>{_ms(draft_ms)}</td>"
+            f"<td>{_ms(verify_ms)}</td><td class=\"{cls}\">{esc(same)}</td></tr>")
 
 
 def render_findings(cmp: Comparison) -> str:

@@ -46,19 +46,25 @@ def summary(result: RaceResult, prompt: str) -> dict:
 
 
 def prediction_summary(p, verify_steps: int) -> dict:
-    """The speed model's figures (gumiho.speedmodel): predicted_tau (the run's tau from its
-    acceptance by position: (1 + S (1 + sum a_d)) / (1 + S) over S verify steps, the
-    measured tau's own definition), predicted_speedup ((1 + sum a_d) tokens per verify
-    step, times a plain forward's time, over a step's drafting and verify time), and what
-    they were computed from (tokens per step, times in ms)."""
+    """The speed model's figures (gumiho.speedmodel), with the inputs that rebuild them:
+    predicted_speedup = tau_step x forward_s / (draft_s + verify_s), all four under
+    "prediction" (each a mean over the steps after the prefill: vanilla's decoding
+    steps, the speculative run's verify steps that drafted). predicted_tau is the same
+    tau_step, 1 + sum of acceptance by position, the tokens a verify step writes;
+    predicted_run_tau is the run's tau from it, (1 + S tau_step) / (1 + S) over S
+    verify steps, the measured tau's own definition (prefill included), to set beside
+    the measured tau."""
     if p is None:
-        return {"predicted_tau": None, "predicted_speedup": None, "prediction": None}
-    return {"predicted_tau": round(predicted_run_tau(p.acceptance, verify_steps), 4),
+        return {"predicted_tau": None, "predicted_run_tau": None, "predicted_speedup": None, "prediction": None}
+    return {"predicted_tau": round(p.tau, 6),
+            "predicted_run_tau": round(predicted_run_tau(p.acceptance, verify_steps), 4),
             "predicted_speedup": round(p.speedup, 4),
-            "prediction": {"tokens_per_step": round(p.tau, 4), "forward_ms": round(1000 * p.forward_s, 3),
-                           "draft_ms": round(1000 * p.draft_s, 3),
-                           "verify_ms": round(1000 * p.verify_s, 3),
-                           "acceptance_by_position": [round(a, 4) for a in p.acceptance]}}
+            # Seconds to the nanosecond: rounder figures would not rebuild the speedup to its 4 decimals.
+            "prediction": {"tau_step": round(p.tau, 6), "forward_s": round(p.forward_s, 9),
+                           "draft_s": round(p.draft_s, 9), "verify_s": round(p.verify_s, 9),
+                           "acceptance_by_position": [round(a, 6) for a in p.acceptance],
+                           "formula": "predicted_speedup = tau_step * forward_s / (draft_s + verify_s); "
+                                      "tau_step = 1 + sum(acceptance_by_position); each time the mean per step"}}
 
 
 def fastest_summary(result: RaceResult) -> Optional[dict]:

@@ -45,7 +45,8 @@ at d−1. *Speedup* = vanilla wall time / Gumiho wall time for the same tokens o
 in this process. *Predicted speedup* = (1 + a1 + a2 + … + a7) × t_forward / (t_draft + t_verify): a verify
 step writes on average one bonus token plus the sum of the acceptance bars (a_d, the share of steps whose
 accepted length reaches d), and costs one drafting pass (t_draft) and one verify forward (t_verify), where
-vanilla pays one plain forward (t_forward) per token; all three times are this race's own, per step. Where
+vanilla pays one plain forward (t_forward) per token; all three times are this race's own means per step (the
+mean, not the median, because the wall time pays every step, slow ones included). Where
 it and the measured speedup differ, the prompt's reading and the steps' spread are the rest.
 """
 

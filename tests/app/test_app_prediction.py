@@ -3,6 +3,7 @@ the Compare table and JSON, and the what-if sliders, on synthetic races; on the
 tiny target, a race's predicted tau is its measured one at temperature 0."""
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -52,10 +53,20 @@ def test_the_race_shows_the_predicted_speedup_beside_the_measured(target):
     assert "Predicted from acceptance and cost" in line and f"{p.speedup:.2f}×" in line
     assert f"{p.tau:.2f} tokens per verify step × {1000 * p.forward_s:.1f} ms" in line  # its arithmetic, on hover
     answer = summary(res, "p")
-    assert answer["predicted_speedup"] == round(p.speedup, 4) and answer["prediction"]["tokens_per_step"] == round(p.tau, 4)
+    assert answer["predicted_speedup"] == round(p.speedup, 4)
+    rebuilt_from_json(answer)
+    # One tau: the per-step figure the speedup multiplies.
+    assert answer["predicted_tau"] == answer["prediction"]["tau_step"] == round(p.tau, 6)
     # The run's tau from its acceptance: the measured one's definition, so near it (equal when no step was cut).
-    assert answer["predicted_tau"] == pytest.approx(answer["gumiho"]["tau"], rel=0.15)
-    assert answer["prediction"]["verify_ms"] == pytest.approx(1000 * p.verify_s, abs=1e-3)
+    assert answer["predicted_run_tau"] == pytest.approx(answer["gumiho"]["tau"], rel=0.15)
+
+
+def rebuilt_from_json(answer: dict) -> None:
+    """A shown prediction is redone from its shown inputs, to its shown 4 decimals."""
+    shown = answer["prediction"]
+    assert shown["tau_step"] == pytest.approx(1 + sum(shown["acceptance_by_position"]), abs=1e-5)
+    rebuilt = shown["tau_step"] * shown["forward_s"] / (shown["draft_s"] + shown["verify_s"])
+    assert rebuilt == pytest.approx(answer["predicted_speedup"], abs=1.5e-4), (rebuilt, answer)
 
 
 def test_predicted_tau_is_the_measured_at_temperature_zero(target):
@@ -101,7 +112,29 @@ def test_the_comparison_predicts_each_drafters_speedup(target):
     answer = compare_summary(cmp, "hi")
     for d in answer["drafters"]:
         assert d["predicted_speedup"] is not None and d["predicted_tau"] >= 1
-    assert "predicted</th>" in render_table(cmp)
+        rebuilt_from_json(d)
+        assert d["predicted_tau"] == d["prediction"]["tau_step"]
+    # The table's predicted column, redone from its own cells: tokens/step x vanilla's
+    # ms/step / (drafting + verify ms/step), each read as shown (so within its rounding).
+    table = render_table(cmp)
+    assert "predicted</th>" in table and "tokens/step</th>" in table
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    rows = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", table)[1:]]
+    col = {h: i for i, h in enumerate(heads)}
+    vanilla = rows[0]
+    assert vanilla[col["Decoder"]] == "Vanilla" and vanilla[col["drafting ms/step"]] == "–"
+    forward_ms = float(vanilla[col["verify ms/step"]])
+    checked = 0
+    for row in rows[1:]:
+        if row[col["predicted"]] == "–":
+            continue
+        per_step, shown = float(row[col["tokens/step"]]), float(row[col["predicted"]].rstrip("x"))
+        step_ms = float(row[col["drafting ms/step"]]) + float(row[col["verify ms/step"]])
+        rebuilt = per_step * forward_ms / step_ms
+        # Each ms to at least 3 figures, tokens/step to 3 decimals: well inside 1%.
+        assert rebuilt == pytest.approx(shown, rel=0.01, abs=0.006), (row, rebuilt)
+        checked += 1
+    assert checked == len(answer["drafters"])
 
 
 def test_a_race_with_nothing_to_measure_predicts_nothing(target):

@@ -17,6 +17,7 @@ from gumiho import (
 )
 from gumiho.events import EmittedToken
 from gumiho.heads import HeadFamily
+from gumiho.speedmodel import cost_steps, mean_step_costs
 from helpers import OracleDrafter, tiny_target
 
 DEPTH = 7
@@ -88,7 +89,9 @@ def _event(step, accepted=0, drafted=0, draft_s=0.0, verify_s=0.0, **kw):
 
 
 def test_predict_from_runs_measures_what_it_says():
-    # Vanilla: the prefill (left out) and five steps, one of them a stall the median ignores.
+    # Vanilla: the prefill (left out) and five steps, one of them a stall: the wall time
+    # pays it, and so does the mean (a median would ignore it, and the speculative
+    # side's mean would not: the two sides on one average).
     vanilla = [_event(0, verify_s=5.0)] + [_event(k, draft_s=0.001, verify_s=v)
                                            for k, v in enumerate([0.019, 0.020, 0.019, 0.5, 0.021], start=1)]
     # Speculative: the prefill, four verify steps accepting 2, 0, 1, 1, and a stopped empty step.
@@ -99,11 +102,15 @@ def test_predict_from_runs_measures_what_it_says():
     spec.append(StepEvent(step=5, emitted=[], accepted_length=0, rejected=[], drafted=0, draft_s=0.0, verify_s=0.0,
                           elapsed_s=0.0, finished=True, finish_reason="stopped"))
     p = predict_from_runs(vanilla, spec)
-    assert p.forward_s == pytest.approx(0.021)  # median of 0.020, 0.021, 0.020, 0.501, 0.022
+    assert p.forward_s == pytest.approx(0.584 / 5)  # mean of 0.020, 0.021, 0.020, 0.501, 0.022
     assert p.draft_s == pytest.approx(0.010) and p.verify_s == pytest.approx(0.0285)
     assert p.acceptance == pytest.approx([0.75, 0.25])  # lengths 2, 0, 1, 1
     assert p.tau == pytest.approx(2.0)
-    assert p.speedup == pytest.approx(2.0 * 0.021 / 0.0385)
+    assert p.speedup == pytest.approx(2.0 * 0.1168 / 0.0385)
+    # The steps a table averages are the prediction's own: it can be rebuilt from the table.
+    assert mean_step_costs(spec) == (pytest.approx(p.draft_s), pytest.approx(p.verify_s))
+    assert sum(mean_step_costs(vanilla)) == pytest.approx(p.forward_s)
+    assert len(cost_steps(spec)) == 4 and len(cost_steps(vanilla)) == 5 and mean_step_costs(vanilla[:1]) is None
     with pytest.raises(GumihoError, match="vanilla"):
         predict_from_runs(vanilla[:1], spec)
     with pytest.raises(GumihoError, match="speculative"):

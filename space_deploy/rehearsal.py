@@ -47,7 +47,6 @@ RACE_PROMPT = "Write a haiku about the sea."
 WALK_PROMPT = "Explain in two sentences why the sky is blue."
 READY_LINE = re.compile(r"model ready in ([\d.]+) s")
 PAGE_TIMEOUT_S = 300
-REPLY_TIMEOUT_S = 300
 
 # The server's network cut: a sitecustomize module, imported by the server's Python at
 # start-up from this folder (put on its PYTHONPATH; never part of the upload).

@@ -15,7 +15,7 @@ from ..race.tab import RaceTab, as_given
 from ..views.render import render_banner
 from ..web.checks.forms import WALK_MAX_NEW_TOKENS, RaceForm
 from ..web.shared import GENERATE, Session, fail, placeholder, wire
-from .acceptance_test import acceptance_test
+from .acceptance_panel import acceptance_panel
 from .steps import (
     EXPLANATION,
     PAPER_TREE,
@@ -210,7 +210,7 @@ def walk_tick(values: dict) -> dict:
 def _walk_view(walk: Walk, i: int) -> dict:
     """The step's header, tree figure, table of choices and text so far."""
     return {"head": step_header(walk, i), "tree": step_figure(walk, i), "table": choices_table(walk, i),
-            "test": acceptance_test(walk, i), "text": text_so_far(walk, i)}
+            "test": acceptance_panel(walk, i), "text": text_so_far(walk, i)}
 
 
 def _walk_index(walk: Walk, index, delta: int) -> int:

@@ -106,7 +106,7 @@ def tree_figure(tokens_text: Sequence[str], parents: Sequence[int], depths: Sequ
     top = (max(ys) if ys else 0) + 0.8
     bottom = (min(ys) if ys else 0) - 0.8
     max_x = int(max(max(xs, default=0), len(target_choices)))
-    height, roomy = tree_height(len({round(v, 3) for v in ys}))
+    height = tree_height(len({round(v, 3) for v in ys}))
     fig = _figure(title or "Draft tree", height=height,
                   xaxis={"title": {"text": _families_title(lay, max_x)}, "tickmode": "array",
                          "tickvals": list(range(max_x + 1)), "ticktext": _column_heads(heads, depths, lay, max_x),
@@ -252,11 +252,10 @@ TREE_MAX_HEIGHT = 640  # px: the figure fits a laptop's or a projector's screen 
 ROW_PX = 20  # a row per leaf, enough for one line of 11 px text
 
 
-def tree_height(rows: int) -> tuple[int, bool]:
-    """(height, whether every node can carry its label) for a tree of ``rows`` leaves.
-    The paper's tree has some 50: at 20 px a row it would be a thousand pixels tall."""
-    wanted = ROW_PX * rows + 170
-    return max(320, min(TREE_MAX_HEIGHT, wanted)), wanted <= TREE_MAX_HEIGHT
+def tree_height(rows: int) -> int:
+    """The plot's height in pixels for a tree of ``rows`` leaves, capped: the paper's
+    tree has some 50, and at 20 px a row it would be a thousand pixels tall."""
+    return max(320, min(TREE_MAX_HEIGHT, ROW_PX * rows + 170))
 
 
 def node_label(text: str) -> str:

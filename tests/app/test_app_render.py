@@ -19,7 +19,7 @@ from app.views import figures, palette
 from app.views.records import Detokenizer, DrafterLayout, RaceResult, record, step_views
 from app.views.render import esc, render_legend, render_result, render_stats, render_steps, visible
 from app.walkthrough import treeplot
-from app.walkthrough.acceptance_test import acceptance_test
+from app.walkthrough.acceptance_panel import acceptance_panel
 from app.walkthrough.steps import (
     PAPER_TREE,
     PLAY_INTERVAL_S,
@@ -831,7 +831,7 @@ def test_walkthrough_at_temperature_shows_each_checked_nodes_test(gumiho_hub):
                     if c["parent"] == s.residual["node"] and not c["accepted"]}
         assert not rejected & {t["token"] for t in s.residual["top"]}
     i = next(k for k, s in enumerate(walk.steps) if any(not c["accepted"] for c in s.checks))
-    panel = acceptance_test(walk, i)
+    panel = acceptance_panel(walk, i)
     assert "min(1, p / q)" in panel and "classic bug" in panel
     states = re.findall(r'<tr data-node="\d+" data-state="(\w+)"', panel)
     assert states == ["accepted" if c["accepted"] else "rejected" for c in walk.steps[i].checks]
@@ -852,5 +852,5 @@ def test_walkthrough_at_temperature_zero_shows_greedys_test(gumiho_hub):
         for c in s.checks:
             assert c["uniform"] is None and c["accept_prob"] in (0.0, 1.0) and c["accepted"] == (c["accept_prob"] == 1)
             assert c["accepted"] == (c["token"] == s.choices[s.depths[c["node"]] - 1])
-    panel = acceptance_test(walk, 0)
+    panel = acceptance_panel(walk, 0)
     assert "greedy" in panel and "← drawn" not in panel

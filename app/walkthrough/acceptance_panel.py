@@ -64,7 +64,7 @@ def _residual(res: dict, rejected: list[str]) -> str:
             f"tokens hold {res['covered']:.0%} of it:</p><ol>{''.join(rows)}</ol></div>")
 
 
-def acceptance_test(walk, i: int) -> str:
+def acceptance_panel(walk, i: int) -> str:
     """The step's test as HTML (a table that scrolls sideways on a narrow screen)."""
     s = walk.steps[i]
     greedy = walk.temperature == 0

@@ -26,6 +26,7 @@ from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
 from test_figures_browser import OVERLAPS  # noqa: E402
 
 from app.race.plots import RACE_PLOTS  # noqa: E402
+from app.race.whatif import START_ACCEPTANCE  # noqa: E402
 from app_server import ROOT, running_app  # noqa: E402
 
 # The tier (pytest.ini's markers), kept with the tests it marks.
@@ -521,6 +522,12 @@ def test_sampling_views_the_acceptance_test_the_lossless_check_and_what_if(serve
     page.wait_for_function("(b) => document.querySelector('#gm-whatif-result .gm-whatif')"
                            ".getAttribute('data-speedup') !== b", arg=before, timeout=10_000)
     assert "slower" in page.inner_text("#gm-whatif-result") or "faster" in page.inner_text("#gm-whatif-result")
+    # A figure typed beyond the track (issue 76: Gradio's own check left "Error"): used, and said.
+    set_number(page, "verify step, in plain forwards", 25)
+    page.wait_for_selector("#gm-whatif-result:has-text('lies beyond its slider')", timeout=10_000)
+    assert "Error" not in page.inner_text("#gm-whatif-result")
+    assert page.locator("#gm-whatif-result .gm-whatif").get_attribute("data-speedup") == \
+        f"{(1 + sum(START_ACCEPTANCE)) / 25.2:.4f}"
     page.click("#gm-whatif-fill")
     page.wait_for_selector("#gm-whatif-result:has-text('Run a race first')", timeout=10_000)
     page.set_viewport_size({"width": 390, "height": 1000})

@@ -93,6 +93,7 @@ def test_the_whatif_sliders_predict_and_fill_from_a_race(target):
     assert monotone([0.5, 0.7, 0.2]) == ([0.5, 0.5, 0.2], True)
     assert "cannot rise" in predicted({**start, "a2": 0.9, "verify": 1.0, "draft": 0.2})["result"]
     assert "Give numbers" in predicted({**start, "verify": "x", "draft": 0.2})["result"]
+    assert "Give numbers" in predicted({**start, "verify": None, "draft": 0.2})["result"]
     assert "Run a race first" in from_race({"race": None})["result"]
     res = race(target, FixedTreeDrafter(64, [[5, 6], [7]]))
     filled = from_race({"race": res})
@@ -143,3 +144,44 @@ def test_a_race_with_nothing_to_measure_predicts_nothing(target):
     res = race(target, FixedTreeDrafter(64, [[5]]), tokens=1)
     assert res.prediction is None and "Predicted" not in render_result(res)
     assert summary(res, "p")["predicted_speedup"] is None
+
+
+def test_whatif_holds_every_figure_a_race_gives():
+    """Issue 76: "Use the last race's figures" set verify 5.64 on a slider whose track
+    ended at 5, and Gradio's own check left "Error" on the page. The tracks now hold
+    such figures, a race's figure beyond one widens it, and a figure typed beyond one
+    is used and said so."""
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from app.race.whatif import DRAFT_RANGE, VERIFY_RANGE
+    from app.views.sliders import FigureSlider
+    from gumiho.speedmodel import SpeedPrediction
+
+    def race_with(verify_ratio, draft_ratio):
+        forward = 0.01
+        p = SpeedPrediction(tau=2.0, speedup=1.0, acceptance=[0.6, 0.4], forward_s=forward,
+                            draft_s=draft_ratio * forward, verify_s=verify_ratio * forward)
+        return SimpleNamespace(prediction=p)
+
+    filled = from_race({"race": race_with(5.64, 0.3)})
+    assert filled["verify"].value == 5.64 and VERIFY_RANGE[0] <= 5.64 <= VERIFY_RANGE[1]
+    assert 'data-speedup="' in filled["result"] and "beyond" not in filled["result"]
+    # Beyond the usual track: widened to hold it, and said.
+    filled = from_race({"race": race_with(14.3, 7.25)})
+    assert (filled["verify"].value, filled["verify"].maximum) == (14.3, 15.0)
+    assert (filled["draft"].value, filled["draft"].maximum) == (7.25, 8.0) and DRAFT_RANGE[1] < 7.25
+    assert "widened to hold it" in filled["result"] and filled["tracks"]["verify"] == (VERIFY_RANGE[0], 15.0)
+    start = {f"a{d + 1}": a for d, a in enumerate(START_ACCEPTANCE)}
+    html = predicted({**start, "verify": 14.3, "draft": 7.25, "tracks": filled["tracks"]})["result"]
+    assert "beyond" not in html and f'data-speedup="{(1 + sum(START_ACCEPTANCE)) / 21.55:.4f}"' in html
+    # Typed beyond the track: used as typed, and said; Gradio's own slider would refuse it.
+    html = predicted({**start, "verify": 25, "draft": 0.2})["result"]
+    assert f'data-speedup="{(1 + sum(START_ACCEPTANCE)) / 25.2:.4f}"' in html
+    assert "Verify 25 lies beyond its slider&#x27;s track (0.1 to 10)" in html
+    assert "from 0 to 1" in predicted({**start, "a1": 1.4, "verify": 1, "draft": 0.2})["result"]
+    assert "more than 0 forwards" in predicted({**start, "verify": 0, "draft": 0.2})["result"]
+    assert FigureSlider(0.1, 10, value=1).preprocess(25) == 25
+    with pytest.raises(gr.Error):
+        gr.Slider(0.1, 10, value=1).preprocess(25)

@@ -1,22 +1,10 @@
-"""Console entry points of the installed package (pyproject.toml): ``gumiho-app``,
-``gumiho-bench`` and ``gumiho-train``, the same commands as ``python app.py``,
-``python -m gumiho.bench`` and ``python -m gumiho.train``."""
+"""Console entry points of the library (pyproject.toml): ``gumiho-bench`` and
+``gumiho-train``, the same commands as ``python -m gumiho.bench`` and ``python -m
+gumiho.train``. The app's own, ``gumiho-app``, lives in the app (app/__main__.py): the
+library never imports the app."""
 from __future__ import annotations
 
-import importlib
 import sys
-
-
-def _app_module():
-    """The app: ``gumiho.app`` when installed, the clone's ``app`` package otherwise."""
-    try:
-        return importlib.import_module("gumiho.app")
-    except ImportError:
-        return importlib.import_module("app")
-
-
-def app() -> None:
-    _app_module().serve()
 
 
 def bench() -> int:

@@ -211,3 +211,45 @@ def test_every_file_a_cache_key_names_exists():
                     if isinstance(arg, ast.Constant) and not (ROOT / "gumiho" / arg.value).is_file():
                         missing.append(f"{path.relative_to(ROOT)}: {arg.value}")
     assert missing == []
+
+
+def app_imports(source: str, name: str) -> list[str]:
+    """What in ``source`` (the module ``name`` of gumiho/) would import the app: an import
+    of ``app`` or ``gumiho.app``, relative ones resolved, or either name handed to
+    importlib as a string."""
+    here = name.split(".")
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(here[:len(here) - node.level] + ([base] if base else []))
+            found += [base] + [f"{base}.{a.name}" for a in node.names]
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", ""))
+              in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant)):
+            found.append(str(node.args[0].value))
+    return sorted({f for f in found if f.split(".")[0] == "app" or f.split(".")[:2] == ["gumiho", "app"]})
+
+
+def test_the_library_never_imports_the_app():
+    """The arrows run from the app down to the library, never back up: the app's console
+    entry lives in the app (app/__main__.py), and a library module that reached for the
+    app would need the app's packages (gradio) wherever the library runs."""
+    found = {}
+    for path in sorted((ROOT / "gumiho").rglob("*.py")):
+        # A package's __init__ resolves relative imports from itself, a module from its package.
+        name = _module_name(path, "gumiho") + (".__init__" if path.name == "__init__.py" else "")
+        hits = app_imports(path.read_text(encoding="utf-8"), name)
+        if hits:
+            found[str(path.relative_to(ROOT))] = hits
+    assert found == {}
+
+
+def test_the_app_import_check_finds_an_import():
+    assert app_imports("import app.web", "gumiho.commands") == ["app.web"]
+    assert app_imports("from ..app import serve", "gumiho.bench.cli") == ["gumiho.app", "gumiho.app.serve"]
+    assert app_imports("from . import app", "gumiho.__init__") == ["gumiho.app"]
+    assert app_imports("importlib.import_module('gumiho.app')", "gumiho.commands") == ["gumiho.app"]
+    assert app_imports("from gumiho.apps import x\nimport application", "gumiho.commands") == []

@@ -1,0 +1,16 @@
+"""``python -m app`` from a clone, and the installed package's ``gumiho-app`` command
+(pyproject.toml, where the app is ``gumiho.app``): serve the app, as ``python app.py`` does."""
+import os
+
+
+def main() -> None:
+    # As app.py: no usage reports to Gradio unless the environment asks for them. Gradio
+    # reads the variable when the page is built, after this package's import.
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from . import serve
+
+    serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -44,7 +44,7 @@ MAX_NEW_TOKENS_LIMIT = 1_000_000
 MAX_SEED = 2**64 - 1  # what torch.Generator.manual_seed takes
 
 
-@dataclass
+@dataclass(slots=True)  # an unknown setting raises (as TreeSettings)
 class GenerationSettings:
     max_new_tokens: int = 128
     temperature: float = 0.0

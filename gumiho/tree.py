@@ -28,7 +28,9 @@ from .errors import GumihoError
 from .heads import HeadFamily
 
 
-@dataclass
+# slots: a misspelt or renamed field set on an instance (tree.top_k = 10) raises
+# instead of becoming a stray attribute that nothing reads.
+@dataclass(slots=True)
 class TreeSettings:
     """How big a tree to draft. ``total_tokens`` counts drafted nodes (the root is
     extra); ``depth`` caps the path length; ``serial_top_k`` is the branching of the

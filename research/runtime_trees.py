@@ -12,6 +12,7 @@ same tree sized by measured cost, chains of two and of one (the drafter's first
 guess only), each with the copy proposer beside it where named, and copying alone.
 Speedup is vanilla's wall time over the method's, summed over the prompts."""
 import argparse
+import dataclasses
 import json
 import time
 
@@ -38,7 +39,7 @@ def main():
     with open(args.prompts) as f:
         prompts = [json.loads(line)["turns"][0] for line in f][: args.limit]
     cpu = TreeSettings.for_device("cpu")
-    sized = TreeSettings(**{**cpu.__dict__, "cost_aware": True})
+    sized = dataclasses.replace(cpu, cost_aware=True)
     methods = [("vanilla", None, cpu), ("gumiho, cpu tree", drafter, cpu),
                ("gumiho+copy, cpu tree", with_copy(drafter), cpu), ("gumiho, cost-aware", drafter, sized),
                ("gumiho, chain of 2", drafter, chain(2)), ("gumiho, chain of 1", drafter, chain(1)),

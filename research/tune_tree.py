@@ -23,31 +23,31 @@ from gumiho.verifycost import tokens_needed, verify_cost_for
 
 # The last two CPU defaults, rows 5 and 18: 7 drafted nodes plus up to 1 full-tree
 # node (9 with the root), and 5 drafted nodes without (6 with the root).
-NINE_NODES = dict(total_tokens=7, depth=5, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1)
-SIX_NODES = dict(total_tokens=5, depth=3, top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0)
+NINE_NODES = dict(total_tokens=7, depth=5, serial_top_k=4, mlp_top_k=2, mlp_keep=3, full_tree_tokens=1)
+SIX_NODES = dict(total_tokens=5, depth=3, serial_top_k=4, mlp_top_k=2, mlp_keep=3, full_tree=False, full_tree_tokens=0)
 
 GRID = [
-    dict(total_tokens=4, depth=4, top_k=1, mlp_top_k=1, mlp_keep=1, full_tree_tokens=2),  # a chain
-    dict(total_tokens=5, depth=5, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
-    dict(total_tokens=3, depth=3, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=1),
-    dict(total_tokens=4, depth=4, top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
+    dict(total_tokens=4, depth=4, serial_top_k=1, mlp_top_k=1, mlp_keep=1, full_tree_tokens=2),  # a chain
+    dict(total_tokens=5, depth=5, serial_top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
+    dict(total_tokens=3, depth=3, serial_top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=1),
+    dict(total_tokens=4, depth=4, serial_top_k=2, mlp_top_k=1, mlp_keep=2, full_tree_tokens=2),
     # Rows 4-6 share a budget of 8 drafted nodes. Row 4 was the CPU default while the
     # drafter ran in float32; row 5, with 4 first-position candidates, followed it;
     # row 6 spends the full-tree node on the base tree instead.
-    dict(total_tokens=6, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
+    dict(total_tokens=6, depth=5, serial_top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
     NINE_NODES,
     dict(NINE_NODES, total_tokens=8, full_tree=False, full_tree_tokens=0),
     # The old default's candidate pool (same drafting work), more of it verified.
-    dict(total_tokens=8, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
-    dict(total_tokens=10, depth=5, top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=3),
-    dict(total_tokens=8, depth=6, top_k=3, mlp_top_k=2, mlp_keep=4, full_tree_tokens=3),
-    dict(total_tokens=12, depth=6, top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
-    dict(total_tokens=20, depth=6, top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
+    dict(total_tokens=8, depth=5, serial_top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=2),
+    dict(total_tokens=10, depth=5, serial_top_k=3, mlp_top_k=2, mlp_keep=3, full_tree_tokens=3),
+    dict(total_tokens=8, depth=6, serial_top_k=3, mlp_top_k=2, mlp_keep=4, full_tree_tokens=3),
+    dict(total_tokens=12, depth=6, serial_top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
+    dict(total_tokens=20, depth=6, serial_top_k=4, mlp_top_k=2, mlp_keep=6, full_tree_tokens=4),
     # Rows 12-17: the 9-node tree (row 5) with one thing changed. More first-position
     # candidates at the same budget; a shallower tree (fewer MLP heads to run); one or
     # two more drafted nodes (a verify forward over 10 or 11 tokens).
-    dict(NINE_NODES, top_k=5),
-    dict(NINE_NODES, top_k=6),
+    dict(NINE_NODES, serial_top_k=5),
+    dict(NINE_NODES, serial_top_k=6),
     dict(NINE_NODES, depth=4),
     dict(NINE_NODES, depth=3),
     dict(NINE_NODES, total_tokens=8),

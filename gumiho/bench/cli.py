@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -102,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--total-tokens", type=_positive_int,
                    help="drafted nodes per step (with a cost-aware tree: the most per step)")
     g.add_argument("--depth", type=_positive_int, help="longest draft path")
-    g.add_argument("--top-k", type=_positive_int, help="branching at the serial depths")
+    # Every value flag of this group stores under its TreeSettings field's name (tree_from_args).
+    g.add_argument("--top-k", dest="serial_top_k", type=_positive_int, help="branching at the serial depths")
     g.add_argument("--mlp-top-k", type=_positive_int, help="tokens per MLP head and path")
     g.add_argument("--mlp-keep", type=_positive_int, help="paths kept at each MLP depth")
     g.add_argument("--full-tree-tokens", type=_nonneg_int, help="extra nodes of the full-tree extension")
@@ -168,6 +170,11 @@ def one_runtime_for(target, drafters: dict, warn):
     return target
 
 
+# The tree flags that set a TreeSettings field of their own name (their dest); the
+# switches (--no-full-tree, --cost-aware/--fixed-size) are applied one by one below.
+TREE_VALUE_FLAGS = ("total_tokens", "depth", "serial_top_k", "mlp_top_k", "mlp_keep", "full_tree_tokens")
+
+
 def tree_from_args(args, device, base: Optional[TreeSettings] = None, target=None) -> TreeSettings:
     """The tree flags on top of ``base`` (a registry pair's settings) or the defaults
     of the ``target``'s runtime (TreeSettings.for_target), or of the device."""
@@ -175,7 +182,7 @@ def tree_from_args(args, device, base: Optional[TreeSettings] = None, target=Non
         tree = copy.copy(base)
     else:
         tree = TreeSettings.for_target(target) if target is not None else TreeSettings.for_device(device)
-    for name in ("total_tokens", "depth", "top_k", "mlp_top_k", "mlp_keep", "full_tree_tokens"):
+    for name in TREE_VALUE_FLAGS:
         v = getattr(args, name)
         if v is not None:
             setattr(tree, name, v)
@@ -218,7 +225,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                             ("max_match", args.copy_max_match),
                                             ("keep_above", args.copy_keep_above)) if v is not None}
         for base in (CopySettings(), CopySettings.alone()):
-            CopySettings(**{**vars(base), **copy_overrides}).validate()
+            dataclasses.replace(base, **copy_overrides).validate()
         if "vanilla" not in methods:
             warn("vanilla is not among the methods: no speedup and no lossless check will be reported.")
         drafter_paths = {kind: getattr(args, flag[2:].replace("-", "_")) for kind, flag in DRAFTER_FLAGS.items()}

@@ -29,7 +29,7 @@ from .prompt_sets import as_prompt, prompt_ids
 TABLE_POSITIONS = 7
 
 
-@dataclass
+@dataclass(slots=True)  # an unknown setting raises (as TreeSettings)
 class BenchSettings:
     max_new_tokens: int = 128
     temperature: float = 0.0

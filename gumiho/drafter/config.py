@@ -15,7 +15,7 @@ from .kinds import DRAFTER_KINDS, KINDS, Kind, kind_layout
 ROPE_SCALINGS = ("default", "linear", "llama3")
 
 
-@dataclass
+@dataclass(slots=True)  # an unknown setting raises (as TreeSettings)
 class DrafterConfig:
     hidden_size: int
     vocab_size: int

@@ -9,6 +9,7 @@ the whole tree (prompt-lookup decoding through the same loop).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Sequence
 
 from ..errors import GumihoError
@@ -100,7 +101,7 @@ def with_copy(drafter=None, settings: Optional[CopySettings] = None, **overrides
             raise GumihoError(f"Unknown copy setting(s) {', '.join(map(repr, unknown))}; use "
                               f"{', '.join(CopySettings.__dataclass_fields__)}.")
         start = settings if settings is not None else CopySettings.default_for(drafter)
-        settings = CopySettings(**{**vars(start), **overrides})
+        settings = dataclasses.replace(start, **overrides)  # a slotted dataclass has no vars()
     return CopyDrafter(drafter, settings)
 
 

@@ -48,7 +48,7 @@ from .base import COPY, Budget, Head, ProposerSession, Verified
 from .selection import add_chain, keep_best
 
 
-@dataclass
+@dataclass(slots=True)  # an unknown setting raises (as TreeSettings)
 class CopySettings:
     """``max_tokens``: the longest copied guess (its nodes are verified on top of
     the drafter's tree); ``min_match``/``max_match``: the shortest suffix that counts

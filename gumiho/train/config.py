@@ -46,7 +46,7 @@ def states_source(cfg: "TrainConfig", feature_layers) -> tuple[list, bool]:
     return seqs, True
 
 
-@dataclass
+@dataclass(slots=True)  # an unknown setting raises (as TreeSettings)
 class TrainConfig:
     data: str
     out: str

@@ -59,7 +59,7 @@ import torch.nn.functional as F
 from ..drafter import Drafter
 
 
-@dataclass
+@dataclass(slots=True)  # an unknown setting raises (as TreeSettings)
 class LossConfig:
     ce_weight: float = 0.1
     position_decay: float = 0.8  # weight of draft position d is decay**(d-1)

@@ -5,8 +5,11 @@ import json
 import pytest
 import torch
 
-from gumiho import Drafter, DrafterConfig, GumihoError, TreeSettings
+from gumiho import Drafter, DrafterConfig, GenerationSettings, GumihoError, TreeSettings
 from gumiho.bench import BenchSettings, Prompt, format_table, load_prompts, main, parse_methods, run_benchmark
+from gumiho.proposers import CopySettings
+from gumiho.train.config import TrainConfig
+from gumiho.train.objective import LossConfig
 from helpers import OracleDrafter, tiny_target
 
 TOP_KEYS = {"model", "drafter", "device", "temperature", "max_new_tokens", "prompts", "methods", "lossless"}
@@ -245,6 +248,7 @@ def test_cli_end_to_end(tmp_path, tiny_model_folder, capsys):
     check_schema(rec, ["vanilla", "gumiho", "parallel"])
     assert rec["prompts"] == 3 and rec["lossless"] == {"checked": 6, "identical": 6}
     assert rec["methods"]["gumiho"]["tree"]["total_tokens"] == 6 and rec["methods"]["gumiho"]["tree"]["full_tree"] is False
+    assert rec["methods"]["gumiho"]["tree"]["serial_top_k"] == 2  # --top-k reached the tree that ran
     # No drafter fits a random model: the fallback is loud, on screen and in the JSON.
     assert rec["methods"]["gumiho"]["random_drafter"] is True and rec["drafter"].startswith("random-weights")
     assert len(rec["warnings"]) == 2 and "RANDOM-WEIGHT" in cap.err
@@ -348,3 +352,58 @@ def test_copy_flags_are_checked_before_loading(tmp_path, capsys):
     rc = main(["--prompts", prompts, "--methods", "vanilla,copy", "--copy-min-match", "9", "--copy-max-match", "4",
                "--model", str(tmp_path / "no-such-model")])
     assert rc == 2 and "min_match" in capsys.readouterr().err
+
+
+def _tree_flags():
+    """(flag, its arguments, the TreeSettings field it sets, the value it sets) for every
+    flag of the bench's draft-tree argument group, so that a flag added there is tested
+    too. A value flag stores under its field's name, set here to the default plus 3; a
+    switch stores its const under its field's name, or is listed in ``switches``."""
+    from gumiho.bench import build_parser
+
+    switches = {"no_full_tree": ("full_tree", False)}
+    # argparse has no public way to list a group's flags; its own attributes hold them.
+    group = next(g for g in build_parser()._action_groups if (g.title or "").startswith("draft tree"))
+    out = []
+    for action in group._group_actions:
+        flag = action.option_strings[0]
+        field, value = switches.get(action.dest, (action.dest, action.const))
+        assert field in TreeSettings.__dataclass_fields__, f"{flag} stores {action.dest!r}: no TreeSettings field"
+        if action.nargs == 0:
+            out.append((flag, [flag], field, value))
+        else:
+            value = getattr(TreeSettings(), field) + 3
+            out.append((flag, [flag, str(value)], field, value))
+    return out
+
+
+def test_every_tree_flag_reaches_the_tree():
+    """Each tree flag of the bench, set away from the tree it starts from, is what the
+    drafted tree holds (--top-k once set a stray top_k and left the branching alone)."""
+    from gumiho.bench import build_parser, tree_from_args
+
+    flags = _tree_flags()
+    assert {"--top-k", "--total-tokens", "--no-full-tree", "--cost-aware", "--fixed-size"} <= {f for f, *_ in flags}
+    for flag, argv, field, value in flags:
+        # The starting tree holds something else, so a flag that sets nothing is seen.
+        start = TreeSettings(**{field: (not value) if isinstance(value, bool) else value - 3})
+        tree = tree_from_args(build_parser().parse_args(["--prompts", "x.jsonl", *argv]), "cpu", start)
+        assert getattr(tree, field) == value != getattr(start, field), flag
+    args = build_parser().parse_args(["--prompts", "x.jsonl", "--top-k", "10"])
+    assert tree_from_args(args, "cpu").serial_top_k == 10
+
+
+@pytest.mark.parametrize("settings", [TreeSettings(), GenerationSettings(), BenchSettings(), CopySettings(),
+                                      LossConfig(), TrainConfig(data="d", out="o"),
+                                      DrafterConfig(hidden_size=8, vocab_size=16, num_attention_heads=2,
+                                                    num_key_value_heads=2)],
+                         ids=lambda s: type(s).__name__)
+def test_settings_refuse_an_unknown_attribute(settings):
+    """A settings object takes only its own fields, so a renamed field fails where it
+    is set (tree.top_k = 10) instead of being stored where nothing reads it."""
+    with pytest.raises(AttributeError):
+        settings.no_such_setting = 10
+    if isinstance(settings, TreeSettings):
+        with pytest.raises(AttributeError):
+            settings.top_k = 10  # the field's name before it became serial_top_k
+    assert not hasattr(settings, "__dict__")

@@ -64,6 +64,20 @@ class Target:
         return (f"Target({self.name!r}, {self.device.type}, {dtype}"
                 f"runtime={runtime}{f' ({weights})' if weights else ''})")
 
+    @property
+    def runtime_choice(self) -> str:
+        """What runs this target's weights here, with the load's setting and why, in one
+        line for a status line or a hint: "4-bit in llama.cpp, weight repacking off:
+        this CPU advertises AMX, ...", or "float32 in PyTorch" (with why, when the load
+        meant llama.cpp and its trial found it unusable)."""
+        rt = self.runtime
+        if getattr(rt, "quantized", False):
+            weights = "4-bit" if "4-bit" in str(getattr(rt, "weights", "")) else str(getattr(rt, "weights", ""))
+            setting = getattr(rt, "load_words", "")
+            return f"{weights} in {rt.name}" + (f", {setting}" if setting else "")
+        words = f"{getattr(rt, 'weights', '') or str(self.dtype).removeprefix('torch.')} in PyTorch"
+        return words + (f", not llama.cpp: {self.runtime_note}" if self.runtime_note else "")
+
     def new_cache(self):
         """An empty KV cache for this target's forwards."""
         return self.runtime.new_cache()

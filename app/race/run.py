@@ -40,7 +40,7 @@ from gumiho.bench.machine_load import LoadMeter
 
 from ..models.hub import ModelHub
 from ..models.zerogpu import on_gpu
-from ..views.records import FastestRun, RaceResult, record
+from ..views.records import FastestRun, RaceResult, record, runtime_words
 from ..web.checks.forms import Request, check_prompt_length
 
 TIMING_NOTE = ("**How this race is timed:** vanilla and Gumiho never compute at the same moment. They take "
@@ -294,7 +294,7 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
                       drafter_note=res.note, temperature=req.settings.temperature,
                       notes=[res.drafter_label], scheme=scheme, runtime=target.runtime.name,
                       weights=target.runtime.weights, flat_verify=target.runtime.flat_verify, fastest=fastest,
-                      runtime_note=target.runtime_note, machine=machine)
+                      runtime_note=runtime_words(target, res.fastest), machine=machine)
 
 
 def fastest_run(target: Target, ids: list[int], settings: GenerationSettings, stop: threading.Event,

@@ -51,9 +51,12 @@ def weights_choices(native_note: str = "") -> list[tuple[str, str]]:
     return choices
 
 
-def weights_info(native_note: str = "") -> str:
+def weights_info(native_note: str = "", choice: str = "") -> str:
     """WEIGHTS_INFO, and why the 4-bit choice is missing or unavailable when this server
-    cannot offer it."""
+    cannot offer it; when it can, how it runs here (``choice``: the loaded model's
+    runtime, load setting and why, Target.runtime_choice)."""
+    if choice and not native_note:
+        return WEIGHTS_INFO + f" Here: {choice}."
     if native_note:
         return WEIGHTS_INFO + f" The 4-bit runtime is unavailable on this server: {native_note}."
     if zerogpu.model_device() != "cpu":

@@ -17,6 +17,7 @@ from gumiho.bench.machine_load import LoadReading
 from gumiho.heads import HeadFamily
 from gumiho.proposers import CopyDrafter, Head, as_proposer
 from gumiho.speedmodel import SpeedPrediction, predict_from_runs
+from gumiho.target import Target
 
 from .heads import head_label
 
@@ -307,6 +308,15 @@ class FastestRun:
     text_same: bool  # whether its text is the race's vanilla text (two runtimes: not guaranteed)
 
 
+def runtime_words(target: Target, loaded: Optional[Target] = None) -> str:
+    """What ran ``target``'s weights, with the load's setting and why (Target.runtime_choice),
+    and ``loaded``'s, the model as loaded, when the race ran another view of it."""
+    words = f"The race ran {target.runtime_choice}."
+    if loaded is not None and loaded is not target:
+        words += f" The model as loaded runs {loaded.runtime_choice}."
+    return words
+
+
 @dataclass
 class RaceResult:
     """Both runs of one race, and what the UI needs to replay them."""
@@ -323,7 +333,8 @@ class RaceResult:
     weights: str = "float32"  # the weights that runtime multiplies, in words
     flat_verify: bool = True  # whether a verify over a few tokens cost about one forward there
     fastest: Optional["FastestRun"] = None  # vanilla on the model as loaded, when the race ran another view
-    # Why the target is not on its 4-bit runtime here (Target.runtime_note; "" when it is or never was meant to be)
+    # What ran the race's target, with the load setting and why, and the model as loaded when the
+    # race ran another view of it (runtime_words): the runtime's choice on this machine, said aloud
     runtime_note: str = ""
     # How busy the machine was while the two lanes were timed (None where it cannot be read)
     machine: Optional[LoadReading] = None

@@ -44,7 +44,7 @@ def poll(hub: ModelHub, status: Status, other_models: list, default_model: list,
             **{b: gr.Button(interactive=can_run) for b in other_models},
             **{b: gr.Button(interactive=hub.ready) for b in default_model},
             drafter: gr.Dropdown(choices=hub.drafter_choices()), status.timer: gr.Timer(active=not done),
-            weights: gr.Radio(choices=weights_choices(note), info=weights_info(note))}
+            weights: gr.Radio(choices=weights_choices(note), info=weights_info(note, hub.runtime_choice))}
 
 
 def wire_status(demo: gr.Blocks, hub: ModelHub, status: Status, other_models: list, default_model: list,

@@ -127,7 +127,8 @@ def _native_trial(gguf_file: str, by_name: bool) -> str:
     except NativeRuntimeUnusable as e:
         if by_name:
             raise
-        log.warning("gumiho: %s; running on the torch runtime (float32) instead.", e.verdict.reason())
+        # No "gumiho:" of its own: the logger's name is gumiho, which a format names already.
+        log.warning("%s; running on the torch runtime (float32) instead.", e.verdict.reason())
         return e.verdict.reason()
 
 

@@ -48,7 +48,7 @@ import torch
 
 from ..errors import GumihoError
 from .base import Forward, Runtime, tree_depths
-from .llamacpp_trust import INSTALL, NativeRuntimeUnusable, available, trust, unusable_message
+from .llamacpp_trust import INSTALL, NativeRuntimeUnusable, available, repack_words, trust, unusable_message
 
 BATCH = 512  # tokens per llama_decode call of the prompt's prefill
 # Tokens per llama_decode call after the prompt. llama.cpp's CPU kernels give a row the
@@ -143,6 +143,9 @@ class LlamaCppRuntime(Runtime):
         self.threads = int(threads or torch.get_num_threads())
         self.verdict = check_runtime(gguf_path, self.threads, extra_buffers)
         self.extra_buffers = bool(self.verdict.setting.get("extra_buffers"))
+        # The load setting and why, in words (e.g. "weight repacking off: this CPU advertises AMX, ...").
+        self.load_words = repack_words(self.extra_buffers, extra_buffers,
+                                       (self.verdict.info or {}).get("repack_died", ""))
         lib = _library()
         self.lib = lib
         _silence(lib)

@@ -6,6 +6,7 @@ weight-repack setting this CPU gets by rule.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -40,7 +41,8 @@ INSTALL = ("pip install llama-cpp-python==0.3.36 (it builds llama.cpp, about ten
 # Extra buffer types are llama.cpp's weight repacks at load: CPU_REPACK (Q4_0 interleaved for
 # AVX2/AVX-512 and NEON kernels) and, where cpuid advertises AMX, the AMX buffer (Q4_0, Q4_1, Q8_0,
 # K-quants...). On virtual machines that advertise AMX without letting a guest use it, the AMX
-# path dies with SIGILL at the first decode (llama.cpp issues 28756, 28328). Rule, from the
+# path kills the process at the first decode: SIGILL (llama.cpp issues 28756, 28328), or on
+# another such machine SIGSEGV (a general protection fault in libggml-cpu). Rule, from the
 # measurement in docs/llamacpp.md: on where no AMX is advertised (CPU_REPACK is what makes the
 # Q4_0 layout fast), off where it is (losing the repack costs the Q4_0 layout its speed, never
 # the process).
@@ -50,6 +52,21 @@ AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
 def extra_buffers_default() -> bool:
     """Whether llama.cpp may repack weights into extra buffer types on this CPU (the rule above)."""
     return not advertises(*AMX_FLAGS)
+
+
+def repack_words(extra_buffers: bool, asked: Optional[bool] = None, died: str = "") -> str:
+    """The weight-repack setting a load got, and why, in words a status line can show:
+    ``extra_buffers`` the setting loaded with, ``asked`` the caller's (None: the rule
+    above), ``died`` the signal the trial died by with repacking on ("" if it did not)."""
+    if died:
+        return (f"weight repacking off: with it on, llama.cpp died with {died} in its trial on this CPU "
+                f"(a child process), so it loads without")
+    if asked is not None:
+        return f"weight repacking {'on' if extra_buffers else 'off'}, as asked"
+    if extra_buffers:
+        return "weight repacking on: this CPU advertises no AMX, and the repack is what makes 4-bit products fast"
+    return ("weight repacking off: this CPU advertises AMX, and on virtual machines that advertise it without "
+            "letting a guest use it the repack kills the process (SIGILL or SIGSEGV)")
 
 
 class NativeRuntimeUnusable(GumihoError):
@@ -122,8 +139,11 @@ def trust(gguf_path: str, threads: int, extra_buffers: Optional[bool], shape: tu
     verdict, seen = first_usable("llama.cpp", key,
                                  lambda s: _trial(code, gguf_path, threads, s["extra_buffers"], shape), settings)
     if verdict.usable and len(seen) > 1:
-        log.warning("gumiho: %s, with its weight repack on; loading it without (use_extra_bufts=False).",
-                    seen[0].reason())
+        # No "gumiho:" of its own: the logger's name is gumiho, and every format that names
+        # the logger (the app's, a caller's) would print it twice.
+        log.warning("%s, with its weight repack on; loading it without (use_extra_bufts=False).", seen[0].reason())
+        # Which signal, for the words the load shows (repack_words); the cached verdict is untouched.
+        verdict = dataclasses.replace(verdict, info={**(verdict.info or {}), "repack_died": seen[0].signal})
     return verdict
 
 

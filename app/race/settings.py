@@ -3,6 +3,7 @@ default model can race on here, and what the paper's tree and the advanced box
 are for."""
 from __future__ import annotations
 
+import gradio as gr
 import torch
 
 from gumiho.errors import GumihoError
@@ -20,6 +21,7 @@ from ..web.checks.forms import (
     WEIGHTS_FLOAT32,
 )
 
+COST_AWARE_HINT = "keep only drafts likely enough to pay for the longer verify here"
 TREE_SHAPES = [("sized for this machine (the controls below)", SIZED_SHAPE),
                (f"the paper's deep tree ({PAPER_TREE_SETTINGS.total_tokens} + {PAPER_TREE_SETTINGS.full_tree_tokens} "
                 f"nodes, depth {PAPER_TREE_SETTINGS.depth}: every head drafts)", PAPER_SHAPE)]
@@ -65,6 +67,36 @@ def weights_info(native_note: str = "", choice: str = "") -> str:
         return (WEIGHTS_INFO + " The 4-bit runtime is not installed on this server (a Space installs wheels only): "
                 "race it on your own machine after `pip install llama-cpp-python==0.3.36`.")
     return WEIGHTS_INFO
+
+
+# What the tree controls say while the paper's tree is chosen: its values, fixed.
+PAPER_TREE_HINT = ("the paper's tree: fixed at these values (choose \"sized for this machine\" above to change "
+                   "the tree)")
+TREE_HINTS = {"depth": "", "top_k": "branching of the serial steps",
+              "budget": "drafted tokens per step (the most, when sized by cost)"}
+
+
+def tree_controls(shape: str, current: dict, saved) -> dict:
+    """The tree controls for the chosen shape. The paper's tree ignores them, so they
+    show its values, greyed, with a hint saying so (they showed the sized tree's depth
+    3, top-k 4 and budget 5 beside it); what they held is kept in ``saved`` and given
+    back when the sized tree is chosen again. ``current``: the controls' values now
+    (depth, top_k, budget, cost_aware)."""
+    paper = PAPER_TREE_SETTINGS
+    if shape == PAPER_SHAPE:
+        keep = saved if saved is not None else dict(current)  # chosen twice: the sized values stay kept
+        shown = {"depth": paper.depth, "top_k": paper.serial_top_k, "budget": paper.total_tokens,
+                 "cost_aware": paper.cost_aware}
+        out = {name: (gr.Checkbox if name == "cost_aware" else gr.Slider)(value=value, interactive=False,
+                                                                          info=PAPER_TREE_HINT)
+               for name, value in shown.items()}
+        return {**out, "saved": keep}
+    if saved is None:  # already sized: nothing to give back
+        return {}
+    out = {name: gr.Slider(value=saved[name], interactive=True, info=TREE_HINTS[name] or None)
+           for name in ("depth", "top_k", "budget")}
+    out["cost_aware"] = gr.Checkbox(value=saved["cost_aware"], interactive=True, info=COST_AWARE_HINT)
+    return {**out, "saved": None}
 
 
 def paper_tree_note() -> str:

@@ -34,7 +34,7 @@ from ..web.checks.forms import (
 from ..web.shared import GENERATE, Session, bound, fail, placeholder, wire
 from .plots import RACE_PLOTS, PlotFrame
 from .run import RUNS, TIMING_NOTE, Control, Progress, compute_race, in_background, replay_frames, until_ready
-from .settings import TREE_SHAPES, advanced_note, paper_tree_note, weights_choices, weights_info
+from .settings import TREE_SHAPES, advanced_note, paper_tree_note, tree_controls, weights_choices, weights_info
 from .whatif import add_whatif
 
 METRICS = """
@@ -172,6 +172,12 @@ def _settings(hub: ModelHub) -> dict:
         for control in (depth, top_k, budget, cost_aware):
             control.input(lambda: True, outputs=[touched], queue=False, show_progress="hidden",
                           api_visibility="private")
+        # The paper's tree ignores the controls: they show its values, greyed (settings.tree_controls).
+        sized = gr.State(None)
+        controls = {"depth": depth, "top_k": top_k, "budget": budget, "cost_aware": cost_aware}
+        wire(tree_shape.change, lambda v: tree_controls(v["shape"], {k: v[k] for k in controls}, v["saved"]),
+             {"shape": tree_shape, **controls, "saved": sized}, {**controls, "saved": sized}, queue=False,
+             show_progress="hidden", api_visibility="private")
         choices = weights_choices(hub.native_note)
         weights = gr.Radio(choices, value=choices[0][1], label="Target weights",
                            info=weights_info(hub.native_note), elem_id="gm-weights")

@@ -88,13 +88,17 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
     # The walk's own prompt, token count and tree; the drafter, its tree settings and another model from the race.
     race_settings = {name: control for name, control in race.form_controls().items()
                      if name in WALK_CONTROLS}
-    wire(walk_btn.click, walk_run,
-         {"prompt": prompt, "max_new_tokens": tokens, "walk_tree": tree, "temperature": temperature, "seed": seed,
-          **race_settings},
-         {"status": status, "walk": session.walk, **nav, **play}, hub,
-         concurrency_id=GENERATE, concurrency_limit=None, show_progress="hidden", api_visibility="private")
-    here = {"walk": session.walk, "slider": slider}
     quiet = dict(queue=False, show_progress="hidden", api_visibility="private")
+    # The button is off while a walk runs (a second press would only queue the same walk again),
+    # and back, as the model's state allows, when it has ended however it ended.
+    started = walk_btn.click(lambda: gr.Button(interactive=False), outputs=[walk_btn], **quiet)
+    ran = wire(started.then, walk_run,
+               {"prompt": prompt, "max_new_tokens": tokens, "walk_tree": tree, "temperature": temperature,
+                "seed": seed, **race_settings},
+               {"status": status, "walk": session.walk, **nav, **play}, hub,
+               concurrency_id=GENERATE, concurrency_limit=None, show_progress="hidden", api_visibility="private")
+    ran.then(lambda: gr.Button(interactive=hub.ready), outputs=[walk_btn], **quiet)
+    here = {"walk": session.walk, "slider": slider}
     wire(prev_btn.click, walk_previous, here, nav, **quiet)
     wire(next_btn.click, walk_next, here, nav, **quiet)
     wire(slider.release, walk_slide, here, nav, **quiet)

@@ -1,0 +1,60 @@
+"""Small things a teacher meets (issue 76): with the paper's tree chosen, the tree
+controls show its values, greyed, and give the sized ones back after; the
+walkthrough's Generate button is off while a walk runs."""
+from __future__ import annotations
+
+import gradio as gr
+
+from app.models.hub import ModelHub
+from app.race.settings import PAPER_TREE_HINT, tree_controls
+from app.web.checks.forms import DEVICE_TREE, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE
+from app.web.layout import build_app
+
+SIZED = {"depth": 3, "top_k": 4, "budget": 5, "cost_aware": True}
+
+
+def test_the_papers_tree_shows_its_values_and_gives_the_sized_ones_back():
+    paper = tree_controls(PAPER_SHAPE, SIZED, None)
+    shown = {name: paper[name].value for name in SIZED}
+    assert shown == {"depth": PAPER_TREE_SETTINGS.depth, "top_k": PAPER_TREE_SETTINGS.serial_top_k,
+                     "budget": PAPER_TREE_SETTINGS.total_tokens, "cost_aware": PAPER_TREE_SETTINGS.cost_aware}
+    assert shown != SIZED and all(paper[name].interactive is False for name in SIZED)
+    assert all(paper[name].info == PAPER_TREE_HINT for name in SIZED) and "fixed" in PAPER_TREE_HINT
+    assert paper["saved"] == SIZED
+    # Chosen again (the one-click button sets it once more): the sized values stay kept.
+    again = tree_controls(PAPER_SHAPE, shown, paper["saved"])
+    assert again["saved"] == SIZED
+    back = tree_controls(SIZED_SHAPE, shown, again["saved"])
+    assert {name: back[name].value for name in SIZED} == SIZED and back["saved"] is None
+    assert all(back[name].interactive is True for name in SIZED)
+    assert tree_controls(SIZED_SHAPE, SIZED, None) == {}  # already sized: nothing changes
+
+
+def dependencies():
+    demo = build_app(ModelHub(default_loader=lambda: None))
+    config = demo.config
+    by_elem = {c["props"].get("elem_id"): c["id"] for c in config["components"] if c["props"].get("elem_id")}
+    return demo, config["dependencies"], by_elem
+
+
+def test_the_tree_choice_drives_the_tree_controls():
+    _, deps, by_elem = dependencies()
+    shape = by_elem["gm-tree-shape"]
+    moved = [d for d in deps if [shape, "change"] in [list(t) for t in d["targets"]]]
+    assert len(moved) == 1 and by_elem["gm-budget"] in moved[0]["outputs"] and len(moved[0]["outputs"]) == 5
+    assert DEVICE_TREE.depth != PAPER_TREE_SETTINGS.depth  # on a CPU the two trees differ, as the issue saw
+
+
+def test_the_walkthroughs_button_is_off_while_a_walk_runs():
+    demo, deps, by_elem = dependencies()
+    button = by_elem["gm-walk-run"]
+    first = [d for d in deps if [button, "click"] in [list(t) for t in d["targets"]]]
+    assert len(first) == 1 and first[0]["outputs"] == [button]
+    off = demo.fns[first[0]["id"]].fn()
+    assert isinstance(off, gr.Button) and off.interactive is False
+    walk = [d for d in deps if d.get("trigger_after") == first[0]["id"]]
+    assert len(walk) == 1 and button not in walk[0]["outputs"]
+    after = [d for d in deps if d.get("trigger_after") == walk[0]["id"]]
+    assert len(after) == 1 and after[0]["outputs"] == [button] and not after[0].get("trigger_only_on_success")
+    back = demo.fns[after[0]["id"]].fn()
+    assert isinstance(back, gr.Button) and back.interactive is False  # the model is not ready: stays off

@@ -244,6 +244,13 @@ class ModelHub:
         when it was never meant to be): that runtime died in its trial on this machine."""
         return self.default.runtime_note if self.default is not None else ""
 
+    @property
+    def runtime_choice(self) -> str:
+        """The default model's runtime as loaded, with its load setting and why, when that
+        is the 4-bit runtime ("" otherwise): the 4-bit choice's hint on the page."""
+        d = self.default
+        return d.runtime_choice if d is not None and getattr(d.runtime, "quantized", False) else ""
+
     def wait_ready(self, timeout: Optional[float] = None) -> bool:
         return self._ready.wait(timeout)
 
@@ -261,14 +268,10 @@ class ModelHub:
             return "error", (f"The default model could not load: {self.error} The app keeps serving: give another "
                              f"model in the advanced box.")
         dev = self.default.device.type if self.default is not None else "cpu"
-    @property
-    def runtime_choice(self) -> str:
-        """The default model's runtime as loaded, with its load setting and why, when that
-        is the 4-bit runtime ("" otherwise): the 4-bit choice's hint on the page."""
-        d = self.default
-        return d.runtime_choice if d is not None and getattr(d.runtime, "quantized", False) else ""
-
         text = f"Ready: {name} on {dev} (loaded in {self.load_s:.0f} s)."
+        if self.default is not None and not self.native_note:
+            # Which runtime, with what load setting and why: a choice made on this CPU, said aloud.
+            text += f" It runs {self.default.runtime_choice}."
         if self.native_note:
             return "warn", (text + f" The 4-bit runtime is off on this server: {self.native_note}, so the races "
                             f"run on float32 weights (the torch runtime).")
@@ -286,9 +289,6 @@ class ModelHub:
         """The Gumiho drafter always (random until a trained one ships), the
         all-serial and all-parallel ablations and the EAGLE-2 baseline once they
         are shipped."""
-        if self.default is not None and not self.native_note:
-            # Which runtime, with what load setting and why: a choice made on this CPU, said aloud.
-            text += f" It runs {self.default.runtime_choice}."
         shipped = self.shipped_kinds()
         out = []
         for k in DRAFTER_KINDS:

@@ -9,6 +9,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -180,6 +181,9 @@ class ModelHub:
         self._custom: Optional[tuple[str, Target]] = None
         self._started = False
         self._worker = ModelThread(max_waiting or MAX_WAITING)
+        # A hub dropped without close() still ends its thread once collected (the
+        # thread holds the worker, never the hub).
+        weakref.finalize(self, self._worker.close)
         self.gpu_key = zerogpu.remember_hub(self)  # how a ZeroGPU worker finds its copy of this hub
 
     # -- the default target, in the background -----------------------------------------
@@ -202,6 +206,15 @@ class ModelHub:
     def submit(self, fn) -> Future:
         """Run ``fn()`` on the model thread (after whatever is already queued there)."""
         return self._worker.submit(fn)
+
+    def close(self, wait_s: float = 0.0) -> bool:
+        """End the model thread once its running job (if any) is done; what still waits
+        is cancelled. Idempotent. Says whether the thread has ended within ``wait_s``."""
+        return self._worker.close(wait_s)
+
+    @property
+    def closed(self) -> bool:
+        return self._worker.closed
 
     def _load_default(self):
         t0 = time.perf_counter()

@@ -32,7 +32,27 @@ class ModelThread:
         self._jobs: "deque[tuple[Future, object]]" = deque()
         self._cv = threading.Condition()
         self.max_waiting = max_waiting
-        threading.Thread(target=self._loop, name="gumiho-model", daemon=True).start()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="gumiho-model", daemon=True)
+        self._thread.start()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self, wait_s: float = 0.0) -> bool:
+        """End the thread: jobs still waiting are cancelled, the running one (if any)
+        finishes, then the loop returns; a later submit is refused. Idempotent. Waits up
+        to ``wait_s`` for the thread to end and says whether it has."""
+        with self._cv:
+            self._closed = True
+            dropped, self._jobs = self._jobs, deque()
+            self._cv.notify_all()
+        for job in dropped:
+            job[0].cancel()
+        if threading.current_thread() is not self._thread:  # a job closing its own thread cannot wait for it
+            self._thread.join(wait_s)
+        return not self._thread.is_alive()
 
     def waiting(self) -> int:
         with self._cv:
@@ -41,6 +61,8 @@ class ModelThread:
     def submit(self, fn) -> Future:
         future: Future = Future()
         with self._cv:
+            if self._closed:
+                raise RuntimeError("the model thread is closed")
             live = [job for job in self._jobs if not job[0].cancelled()]
             if len(live) >= self.max_waiting:
                 raise GumihoError(BUSY.format(n=len(live)))
@@ -51,9 +73,14 @@ class ModelThread:
 
     def _loop(self):
         while True:
+            # Not kept while the thread waits: a finished job's function may hold a hub and
+            # its loaded model, which would otherwise live on until the next job.
+            future = fn = None
             with self._cv:
-                while not self._jobs:
+                while not self._jobs and not self._closed:
                     self._cv.wait()
+                if self._closed:
+                    return
                 future, fn = self._jobs.popleft()
             if not future.set_running_or_notify_cancel():
                 continue

@@ -6,6 +6,7 @@ deployment loads only what its operator allows."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import threading
@@ -52,7 +53,8 @@ def slow_hub():
     hub.resolve = lambda *a, **k: Resolved(target, drafter, False, "", "random drafter")
     hub.state = "ready"
     hub._ready.set()
-    return hub, target
+    yield hub, target
+    hub.close()
 
 
 def api(hub, prompt, max_new_tokens=512, **kw):
@@ -142,6 +144,32 @@ def test_model_thread_bound_counts_only_live_jobs():
     second = thread.submit(lambda: 3)
     gate.set()
     assert running.result(5) and second.result(5) == 3
+    assert thread.close(5)
+
+
+def test_a_closed_model_thread_ends_after_its_running_job_and_takes_no_more():
+    thread = ModelThread()
+    gate = threading.Event()
+    running = thread.submit(gate.wait)
+    while thread.waiting():
+        time.sleep(0.01)
+    queued = thread.submit(lambda: 1)
+    assert not thread.close(0.2)  # the running job is not cut short: the thread waits for it
+    assert queued.cancelled() and not running.done()
+    with pytest.raises(RuntimeError, match="closed"):
+        thread.submit(lambda: 2)
+    gate.set()
+    assert running.result(5) and thread.close(5) and thread.close()  # and again: nothing more to do
+
+
+def test_a_hub_dropped_without_close_ends_its_model_thread():
+    hub = ModelHub(default_loader=lambda: None, warmup=False)
+    hub.submit(hub.status).result(5)  # a finished job that held the hub must not keep it alive
+    thread = hub._worker._thread
+    del hub
+    gc.collect()
+    thread.join(5)
+    assert not thread.is_alive()
 
 
 # ----------------------------------------------------------------------------- Stop

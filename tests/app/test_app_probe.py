@@ -52,6 +52,7 @@ def probe_server():
     hub.wait_ready(60)
     yield f"http://127.0.0.1:{port}", hub, demo
     demo.close()
+    hub.close()
 
 
 def post(url: str, data: bytes, content_type: str = "application/json") -> tuple[int, str]:

@@ -521,7 +521,8 @@ def tiny_hub():
     hub.resolve = lambda *a, **k: Resolved(target, oracle, True, "", "oracle drafter")  # scripted drafter
     hub.state = "ready"
     hub._ready.set()
-    return hub, ref
+    yield hub, ref
+    hub.close()
 
 
 def test_race_on_tiny_target_is_lossless_and_summarised(tiny_hub):
@@ -601,7 +602,9 @@ def gumiho_hub():
     positions, 5 MLP heads), so the walkthrough's trees are what the engine drafts."""
     target = tiny_target("llama", vocab=320, hidden=32, eos=END, ctx=512, seed=4)
     target.tokenizer = TOK
-    return ready_hub(target, _random_drafter(target, "gumiho"), "tiny gumiho drafter")
+    hub = ready_hub(target, _random_drafter(target, "gumiho"), "tiny gumiho drafter")
+    yield hub
+    hub.close()
 
 
 def test_walkthrough_defaults_to_the_papers_tree_with_every_head(gumiho_hub):

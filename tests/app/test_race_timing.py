@@ -57,7 +57,8 @@ def tiny():
     drafter = _random_drafter(target, "gumiho")
     hub = ModelHub(default_loader=lambda: target, warmup=False)
     hub.resolve = lambda *a, **k: Resolved(target, drafter, False, "", "random drafter")
-    return hub, target, drafter
+    yield hub, target, drafter
+    hub.close()
 
 
 def test_alternating_race_is_lossless_and_each_column_keeps_its_own_clock(tiny, monkeypatch):

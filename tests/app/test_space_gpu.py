@@ -71,7 +71,9 @@ def test_a_model_job_runs_in_its_submitters_context():
     """What lets a ZeroGPU call on the model thread see its web request (and quota)."""
     var = contextvars.ContextVar("request", default=None)
     var.set("request-1")
-    seen = ModelThread().submit(var.get).result(timeout=10)
+    thread = ModelThread()
+    seen = thread.submit(var.get).result(timeout=10)
+    thread.close()
     assert seen == "request-1"
 
 
@@ -82,7 +84,9 @@ def test_a_model_job_runs_in_its_submitters_context():
 def tiny_hub():
     target = tiny_target("llama", vocab=320, hidden=32, eos=END, ctx=256, seed=4)
     target.tokenizer = TOK
-    return ready_hub(target, _random_drafter(target, "gumiho"), "random drafter")
+    hub = ready_hub(target, _random_drafter(target, "gumiho"), "random drafter")
+    yield hub
+    hub.close()
 
 
 def like_spaces(fn):

@@ -96,9 +96,11 @@ def add_api(hub: ModelHub) -> dict:
 
     async def lossless_check_api(prompt: str, temperature: float = 0.8, samples: int = 200, tokens: int = 2,
                                  rule: str = "exact", seed: int = 0) -> dict:
-        """Sample the first `tokens` tokens (1-3) of one answer `samples` times (10-1000) by vanilla sampling and
-        as many times by speculative sampling with the default model's Gumiho drafter, at `temperature`, and
-        test whether both samples come from one distribution. `rule`: "exact" (the engine's acceptance rule),
+        """Sample the first `tokens` tokens (2-3; 1 is refused: the first token comes from the prefill, before
+        anything is drafted, so both samples would be the target's own and no rule could fail) of one answer
+        `samples` times (10-1000) by vanilla sampling and as many times by speculative sampling with the default
+        model's Gumiho drafter, at `temperature`, and test whether both samples come from one distribution.
+        `rule`: "exact" (the engine's acceptance rule),
         or a wrong one that the test should catch: "keep_drafts" (keep every drafted token) or "drafter_q"
         (min(1, p/q) with the drafter's own q, although the drafts were picked top-k). Returns both samples as
         {sequence text: count} ("vanilla", "speculative"), the chi-square test ("chi2", "dof", "p_value", and

@@ -65,8 +65,8 @@ def repack_words(extra_buffers: bool, asked: Optional[bool] = None, died: str = 
         return f"weight repacking {'on' if extra_buffers else 'off'}, as asked"
     if extra_buffers:
         return "weight repacking on: this CPU advertises no AMX, and the repack is what makes 4-bit products fast"
-    return ("weight repacking off: this CPU advertises AMX, and on virtual machines that advertise it without "
-            "letting a guest use it the repack kills the process (SIGILL or SIGSEGV)")
+    return ("weight repacking off: this CPU advertises AMX, and on some virtual machines that repack kills the "
+            "process (SIGILL or SIGSEGV)")
 
 
 class NativeRuntimeUnusable(GumihoError):

@@ -6,7 +6,6 @@ import threading
 
 import pytest
 
-from app.models.hub import ModelHub
 from app.race.run import compute_race
 from app.race.summary import summary
 from app.views.render import render_result
@@ -18,14 +17,9 @@ PROMPT = "Name three rivers of Europe and one city on each."
 
 
 @pytest.fixture(scope="module")
-def hub():
+def hub(request):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (requirements.txt) is not installed")
-    from gumiho.loading import load_target
-
-    h = ModelHub(default_loader=lambda: load_target(None, runtime="auto"), warmup=False)
-    h.start()
-    assert h.wait_ready(300) and h.ready, h.error
-    return h
+    return request.getfixturevalue("default_hub")  # tests/app/conftest.py: loaded after the skip, not before
 
 
 def race(hub, weights="", kind="gumiho", max_new=24, tree=(None, None, None)):  # the page's untouched tree

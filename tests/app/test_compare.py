@@ -27,15 +27,8 @@ KEYS = ("text", "tau", "acceptance_by_position", "conditional_acceptance_by_posi
 
 
 @pytest.fixture(scope="module")
-def hub():
-    """The default model as the app loads it (its 4-bit file in llama.cpp where that is
-    installed, with the float32 view beside it; float32 alone where it is not)."""
-    from gumiho.loading import load_target
-
-    h = ModelHub(default_loader=lambda: load_target(None, runtime="auto"), warmup=False)
-    h.start()
-    assert h.wait_ready(300) and h.ready, h.error
-    return h
+def hub(default_hub):
+    return default_hub  # tests/app/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -58,3 +58,20 @@ def test_the_walkthroughs_button_is_off_while_a_walk_runs():
     assert len(after) == 1 and after[0]["outputs"] == [button] and not after[0].get("trigger_only_on_success")
     back = demo.fns[after[0]["id"]].fn()
     assert isinstance(back, gr.Button) and back.interactive is False  # the model is not ready: stays off
+
+
+def test_a_cost_typed_beyond_its_track_passes_gradios_own_processing():
+    """Through the page's own event, as Gradio runs it (its preprocess included): a
+    verify cost of 25 forwards, beyond the track's 10, is predicted and said, where
+    Gradio's slider answered "Error" (issue 76)."""
+    import asyncio
+
+    from gradio.state_holder import SessionState
+
+    demo, deps, by_elem = dependencies()
+    verify = by_elem["gm-whatif-verify"]
+    dep = [d for d in deps if [verify, "change"] in [list(t) for t in d["targets"]]][0]
+    inputs = [25 if i == verify else getattr(demo.blocks[i], "value", None) for i in dep["inputs"]]
+    out = asyncio.run(demo.process_api(block_fn=demo.fns[dep["id"]], inputs=inputs, state=SessionState(demo)))
+    html = out["data"][0]
+    assert "Predicted speedup" in html and "Verify 25 lies beyond its slider" in html, html

@@ -27,6 +27,7 @@ from gumiho.proposers import with_copy
 from gumiho.speedmodel import SpeedPrediction
 
 from ..models.hub import ModelHub
+from ..models.worker import waiting_text
 from ..models.zerogpu import on_gpu
 from ..race.run import Lane, fewest_tokens, run_in_turns
 from ..views.records import RunRecord, predict, record
@@ -172,6 +173,7 @@ class CompareProgress:
     prompt_tokens: int = 0
     reading: str = ""
     reading_since: float = 0.0
+    place: Callable[[], object] = lambda: None  # where the run stands in line (race.run.tell_place)
 
     def read(self, label: str) -> None:
         self.reading, self.reading_since = label, time.perf_counter()
@@ -180,7 +182,7 @@ class CompareProgress:
         if self.phase == "loading":
             return "Loading the drafters for this comparison…"
         if self.phase != "timing":
-            return "Waiting for the model (one generation runs at a time)…"
+            return waiting_text(self.place())
         if self.reading:
             return (f"Reading the prompt for {METHOD_LABELS.get(self.reading, self.reading)}: "
                     f"{self.prompt_tokens:,} tokens… {time.perf_counter() - self.reading_since:.0f} s")

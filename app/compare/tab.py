@@ -15,7 +15,7 @@ from typing import Optional
 import gradio as gr
 
 from ..models.hub import ModelHub
-from ..race.run import RUNS, Control, in_background, until_ready
+from ..race.run import RUNS, Control, in_background, tell_place, until_ready
 from ..race.tab import RaceTab, as_given
 from ..views.render import esc, render_banner
 from ..web.checks.forms import PAPER_SHAPE
@@ -124,7 +124,7 @@ async def compare_compute(hub: ModelHub, values: dict):
         progress = CompareProgress()
         result = None
         async for item in in_background(lambda: compute_compare(hub, req, ctl.stop, progress), hub.submit,
-                                        stop=ctl.stop):
+                                        stop=ctl.stop, queued=tell_place(progress, hub)):
             if item is None:
                 yield {"status": render_banner(progress.text(), "loading")}
             else:

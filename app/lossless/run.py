@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from gumiho import GumihoError
 from gumiho.lossless import FIRST_TOKEN_ONLY, MIN_TOKENS, LosslessCheck, lossless_check
 from gumiho.rules import EXACT, SAMPLING_RULES
 
 from ..models.hub import ModelHub
+from ..models.worker import waiting_text
 from ..models.zerogpu import on_gpu
 from ..views.render import visible
 from ..web.checks.forms import check_prompt, check_prompt_length, real, text_field, whole
@@ -67,10 +68,11 @@ class LosslessProgress:
     done: int = 0
     total: int = 0
     started: bool = False
+    place: Callable[[], object] = lambda: None  # where the run stands in line (race.run.tell_place)
 
     def text(self) -> str:
         if not self.started:
-            return "Waiting for the model (one generation runs at a time)…"
+            return waiting_text(self.place())
         return f"Sampling: {self.done} of {self.total} generations (vanilla and speculative in turns)…"
 
 

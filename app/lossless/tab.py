@@ -10,7 +10,7 @@ import gradio as gr
 from gumiho.rules import EXACT
 
 from ..models.hub import ModelHub
-from ..race.run import RUNS, Control, in_background, until_ready
+from ..race.run import RUNS, Control, in_background, tell_place, until_ready
 from ..views.render import esc, render_banner
 from ..web.shared import GENERATE, fail, placeholder, wire
 from .figures import samples_figure
@@ -117,7 +117,7 @@ async def lossless_compute(hub: ModelHub, values: dict):
         progress = LosslessProgress()
         result = None
         async for item in in_background(lambda: compute_lossless(hub, req, ctl.stop, progress), hub.submit,
-                                        stop=ctl.stop):
+                                        stop=ctl.stop, queued=tell_place(progress, hub)):
             if item is None:
                 yield {"status": render_banner(progress.text(), "loading")}
             else:

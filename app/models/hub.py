@@ -200,7 +200,7 @@ class ModelHub:
         if zerogpu.ZERO_GPU:
             self._load_default()
         else:
-            self._worker.submit(self._load_default)
+            self._worker.submit(self._load_default, measured=False)
         return self
 
     def submit(self, fn) -> Future:
@@ -215,6 +215,10 @@ class ModelHub:
     @property
     def closed(self) -> bool:
         return self._worker.closed
+
+    def place(self, future: Future):
+        """Where a submitted job stands in the model thread's line (app.models.worker.Place)."""
+        return self._worker.place(future)
 
     def _load_default(self):
         t0 = time.perf_counter()

@@ -39,6 +39,7 @@ from gumiho import GenerationSettings, GumihoError, StepEvent, Target, stream, s
 from gumiho.bench.machine_load import LoadMeter
 
 from ..models.hub import ModelHub
+from ..models.worker import waiting_text
 from ..models.zerogpu import on_gpu
 from ..views.records import FastestRun, RaceResult, record, runtime_words
 from ..web.checks.forms import Request, check_prompt_length
@@ -124,6 +125,9 @@ class Progress:
     prompt_tokens: int = 0
     reading: str = ""  # the decoder reading the prompt now (its first step, the prefill); "" once it has
     reading_since: float = 0.0
+    # Where the run stands in the model thread's line while it waits (app.models.worker.Place),
+    # set once the run is queued (in_background's ``queued``).
+    place: Callable[[], object] = lambda: None
 
     def read(self, label: str) -> None:
         """``label``'s decoder starts reading the prompt ("" when it has read it)."""
@@ -151,7 +155,7 @@ class Progress:
             return "Timing vanilla on the model's 4-bit file, the fastest way to run it here…"
         if self.phase == "loading":
             return "Loading the model for this request…"
-        return "Waiting for the model (one generation runs at a time)…"
+        return waiting_text(self.place())
 
 
 class Lane:
@@ -311,8 +315,8 @@ def fastest_run(target: Target, ids: list[int], settings: GenerationSettings, st
                       text_same=tokens == [t for e in race_vanilla for t in e.tokens])
 
 
-async def in_background(fn, submit, stop: Optional[threading.Event] = None,
-                        poll_s: float = 0.5) -> AsyncIterator[Optional[object]]:
+async def in_background(fn, submit, stop: Optional[threading.Event] = None, poll_s: float = 0.5,
+                        queued: Optional[Callable[[object], None]] = None) -> AsyncIterator[Optional[object]]:
     """Run ``fn()`` through ``submit`` (the model thread: ``ModelHub.submit``);
     yield None every ``poll_s`` while it runs (so the caller can show progress),
     then its result as the last item. Its exception, if any, is raised here.
@@ -321,8 +325,11 @@ async def in_background(fn, submit, stop: Optional[threading.Event] = None,
     by its client (or whose page went away) is an asyncio cancellation here, or a
     close of this generator. Either way the job is taken off the model thread's
     queue if it has not started, and ``stop`` is set so that a running one ends
-    at its next step, which frees the model for the next request."""
+    at its next step, which frees the model for the next request. ``queued(future)``
+    is told the job's future as soon as it is in the model thread's line."""
     future = submit(fn)
+    if queued is not None:
+        queued(future)
     waiting = asyncio.wrap_future(future)
     try:
         while True:
@@ -336,6 +343,14 @@ async def in_background(fn, submit, stop: Optional[threading.Event] = None,
             if stop is not None:
                 stop.set()
     yield waiting.result()
+
+
+def tell_place(progress, hub: ModelHub) -> Callable[[object], None]:
+    """In_background's ``queued``: once the run is in the model thread's line,
+    ``progress.place()`` reads where it stands there."""
+    def queued(future) -> None:
+        progress.place = lambda: hub.place(future)
+    return queued
 
 
 async def on_model_thread(fn, submit, stop: Optional[threading.Event] = None):
@@ -354,53 +369,6 @@ async def until_ready(hub: ModelHub, timeout_s: float = 600.0, poll_s: float = 0
         await asyncio.sleep(poll_s)
 
 
-# ----------------------------------------------------------------------------- replay
-
-
-@dataclass
-class Frame:
-    clock: float
-    n_vanilla: int
-    n_gumiho: int
-    final: bool
-    plots: bool  # time to redraw the figures
-    stopped: bool = False
-
-
-def replay_frames(result: RaceResult, stop: threading.Event, fps: float = 12.0, plot_period: float = 0.5,
-                  sleep=time.sleep, now=time.perf_counter) -> Iterator[Frame]:
-    """Frames of the side-by-side replay: at wall time t after its start, each
-    column shows the steps its own decoder's clock had finished by t. ``stop`` set during
-    the replay ends it where it is.
-
-    A race stopped while it was being timed (or whose Stop came just as its timing
-    ended: ``stop`` is already set) is not replayed: one final frame shows all that
-    was produced until then, since the Stop was meant for the decoding, not for
-    hiding its result."""
-    duration = result.duration
-    if stop.is_set() or result.vanilla.stopped or result.gumiho.stopped:
-        yield Frame(duration, len(result.vanilla.events), len(result.gumiho.events), final=True, plots=True)
-        return
-    times = sorted({ev.elapsed_s for run in (result.vanilla, result.gumiho) for ev in run.events})
-    start = now()
-    last_plot, plotted = -1e9, None
-    while True:
-        t = now() - start
-        stopped = stop.is_set()
-        final = stopped or t >= duration
-        clock = min(t, duration)
-        counts = (result.vanilla.steps_until(clock), result.gumiho.steps_until(clock))
-        # Figures are redrawn at most every plot_period, and only when something changed.
-        plots = final or ((t - last_plot) >= plot_period and counts != plotted)
-        if plots:
-            last_plot, plotted = t, counts
-        yield Frame(clock, counts[0], counts[1], final, plots, stopped and t < duration)
-        if final:
-            return
-        nxt = next((x for x in times if x > t), duration)
-        sleep(max(0.0, min(1.0 / fps, nxt - t)) or 0.001)
-
-
 __all__ = ["RUNS", "Runs", "Control", "Progress", "Lane", "SCHEMES", "TIMING", "timed_race", "run_in_turns",
            "fewest_tokens", "compute_race",
-           "in_background", "on_model_thread", "until_ready", "replay_frames", "TIMING_NOTE", "GumihoError"]
+           "in_background", "tell_place", "on_model_thread", "until_ready", "TIMING_NOTE", "GumihoError"]

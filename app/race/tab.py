@@ -8,6 +8,7 @@ A run is a chain of four events: :func:`start_race` checks the request,
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 from typing import Optional
 
@@ -16,8 +17,9 @@ import gradio as gr
 from gumiho import CopySettings
 
 from ..models.hub import ModelHub
+from ..replays import Replays
 from ..views.records import DrafterLayout, RaceResult
-from ..views.render import render_banner, render_legend, render_result, render_run, render_stats
+from ..views.render import render_banner, render_legend, render_run, render_stats
 from ..web.checks.forms import (
     COPY_DEFAULT,
     DEVICE_TREE,
@@ -32,8 +34,18 @@ from ..web.checks.forms import (
     parse_request,
 )
 from ..web.shared import GENERATE, Session, bound, fail, placeholder, wire
-from .plots import RACE_PLOTS, PlotFrame
-from .run import RUNS, TIMING_NOTE, Control, Progress, compute_race, in_background, replay_frames, until_ready
+from .plots import RACE_PLOTS
+from .replay import race_replay
+from .run import (
+    RUNS,
+    TIMING_NOTE,
+    Control,
+    Progress,
+    compute_race,
+    in_background,
+    tell_place,
+    until_ready,
+)
 from .settings import TREE_SHAPES, advanced_note, paper_tree_note, tree_controls, weights_choices, weights_info
 from .whatif import add_whatif
 
@@ -62,6 +74,7 @@ class RaceTab:
     run_btn: gr.Button
     paper_btn: gr.Button  # the race with the paper's tree, in one click
     stop_btn: gr.Button
+    live_btn: gr.Button  # shown after a recorded example's replay: time the same race here, now
     max_new_tokens: gr.Slider
     temperature: gr.Slider
     top_p: gr.Slider
@@ -105,12 +118,13 @@ def as_given(values: dict) -> dict:
     return {name: None if name in TREE_FIELDS else value for name, value in values.items()}
 
 
-def add_race_tab(hub: ModelHub, session: Session, examples: list[str], ready: bool) -> RaceTab:
-    """The tab, inside the Blocks' Tabs; ``ready``: whether the model is loaded already."""
+def add_race_tab(hub: ModelHub, session: Session, examples: list[str], ready: bool, replays: Replays) -> RaceTab:
+    """The tab, inside the Blocks' Tabs; ``ready``: whether the model is loaded already;
+    ``replays``: the example prompts' recorded races and the races shared by link."""
     with gr.Tab("Race", id="race"):
         tab = _components(hub, examples, ready)
         add_whatif(session.race)
-    _wire(tab, hub, session)
+    _wire(tab, hub, session, replays)
     return tab
 
 
@@ -131,13 +145,14 @@ def _prompt_row(examples: list[str], ready: bool) -> dict:
             paper_btn = gr.Button("Race with the paper's tree", interactive=ready, elem_id="gm-run-paper",
                                   size="sm")
             stop_btn = gr.Button("Stop", variant="stop", interactive=False, elem_id="gm-stop")
+            live_btn = gr.Button("Run it live", visible=False, elem_id="gm-run-live", size="sm")
     # A dataset of our own rather than gr.Examples: its click is checked here (an index
     # sent by hand gets nothing, not the framework's IndexError).
     picker = gr.Dataset(components=[prompt], samples=[[p] for p in examples], type="index",
                         label="Example prompts", elem_id="gm-examples")
     picker.click(bound(pick_example, examples), inputs=[picker], outputs=[prompt], queue=False,
                  show_progress="hidden", api_visibility="private")
-    return dict(prompt=prompt, run_btn=run_btn, paper_btn=paper_btn, stop_btn=stop_btn)
+    return dict(prompt=prompt, run_btn=run_btn, paper_btn=paper_btn, stop_btn=stop_btn, live_btn=live_btn)
 
 
 def _settings(hub: ModelHub) -> dict:
@@ -233,36 +248,40 @@ def _columns_and_figures() -> dict:
                 g_html=g_html, result_html=result_html, plots=plots)
 
 
-def _wire(t: RaceTab, hub: ModelHub, session: Session) -> None:
-    _race_steps(t.run_btn.click, t, hub, session)
+def _wire(t: RaceTab, hub: ModelHub, session: Session, replays: Replays) -> None:
+    _race_steps(t.run_btn.click, t, hub, session, replays)
+    # The same race, timed here and now even where a recording of it exists.
+    _race_steps(t.live_btn.click, t, hub, session, replays, live=True)
     # One click: the paper's tree is chosen (the menu shows it), then the same race runs.
     chosen = t.paper_btn.click(lambda: PAPER_SHAPE, outputs=[t.tree_shape], queue=False, show_progress="hidden",
                                api_visibility="private")
-    _race_steps(chosen.then, t, hub, session)
+    _race_steps(chosen.then, t, hub, session, replays)
     quiet = dict(queue=False, show_progress="hidden", api_visibility="private")
     wire(t.stop_btn.click, stop_race, {"run_id": session.run_id}, {"status": t.status}, **quiet)
     wire(t.ghosts.change, toggle_ghosts, {"show": t.ghosts, "run_id": session.run_id, "race": session.race},
          {"g_html": t.g_html}, **quiet)
 
 
-def _race_steps(start, t: RaceTab, hub: ModelHub, session: Session) -> None:
+def _race_steps(start, t: RaceTab, hub: ModelHub, session: Session, replays: Replays, live: bool = False) -> None:
     """The run's chain of events, begun by ``start`` (an event's ``click`` or ``then``),
-    each wired by name (app.web.shared.wire)."""
+    each wired by name (app.web.shared.wire). An example prompt at the recorded settings
+    replays its recording unless ``live``."""
     columns = {"v_html": t.v_html, "g_html": t.g_html, "v_stats": t.v_stats, "g_stats": t.g_stats,
                "result_html": t.result_html, "status": t.status}
-    buttons = {"run_btn": t.run_btn, "paper_btn": t.paper_btn, "stop_btn": t.stop_btn}
+    buttons = {"run_btn": t.run_btn, "paper_btn": t.paper_btn, "stop_btn": t.stop_btn, "live_btn": t.live_btn}
     hidden = dict(show_progress="hidden", api_visibility="private")
     # Queued (with no limit: it does no model work) so that its message can be a toast too.
     started = wire(start, start_race, {**t.form_controls(), "show_rejected": t.ghosts},
                    {"run_id": session.run_id, "request": session.request, **buttons, **columns}, hub,
                    concurrency_limit=None, **hidden)
     computed = wire(started.then, race_compute, {"run_id": session.run_id, "request": session.request},
-                    {"race": session.race, "status": t.status, "legend": t.legend}, hub,
+                    {"race": session.race, "status": t.status, "legend": t.legend}, hub, replays, live,
                     concurrency_id=GENERATE, concurrency_limit=None, show_progress="minimal",
                     api_visibility="private")
     replayed = wire(computed.then, race_replay, {"run_id": session.run_id, "race": session.race},
                     {**columns, **t.plots}, concurrency_limit=None, **hidden)
-    wire(replayed.then, end_race, {"run_id": session.run_id}, buttons, hub, queue=False, **hidden)
+    wire(replayed.then, end_race, {"run_id": session.run_id, "race": session.race}, buttons, hub, queue=False,
+         **hidden)
 
 
 def pick_example(examples: list[str], index):
@@ -290,15 +309,22 @@ def start_race(hub: ModelHub, values: dict) -> dict:
                 "paper_btn": gr.Button(interactive=False), "status": fail(e)}
     return {"run_id": RUNS.new(values["show_rejected"]), "request": req, "run_btn": gr.Button(interactive=False),
             "paper_btn": gr.Button(interactive=False), "stop_btn": gr.Button(interactive=True),
+            "live_btn": gr.Button(visible=False),
             "status": render_banner("Waiting for a free slot (one generation runs at a time)…", "info"),
             "v_html": "", "g_html": "", "v_stats": render_stats(None), "g_stats": render_stats(None),
             "result_html": ""}
 
 
-async def race_compute(hub: ModelHub, values: dict):
+async def race_compute(hub: ModelHub, replays: Replays, live: bool, values: dict):
     req = values["request"]
     if req is None:  # refused by start_race, which said why
         yield {"race": None}
+        return
+    recorded, recorded_on = (None, "") if live else replays.recorded("race", req)
+    if recorded is not None:  # an example at its recorded settings: at once, for everyone, and said so
+        yield {"race": dataclasses.replace(recorded, recorded_on=recorded_on, run_id=""),
+               "status": render_banner(f"Replaying this example's recorded race (recorded on {recorded_on})…",
+                                       "info"), "legend": render_legend(recorded.gumiho.layout)}
         return
     ctl = RUNS.get(values["run_id"]) or Control()
     try:
@@ -308,7 +334,7 @@ async def race_compute(hub: ModelHub, values: dict):
         progress = Progress()
         result = None
         async for item in in_background(lambda: compute_race(hub, req, ctl.stop, progress), hub.submit,
-                                        stop=ctl.stop):
+                                        stop=ctl.stop, queued=tell_place(progress, hub)):
             if item is None:
                 yield {"race": None, "status": render_banner(progress.text(), "loading")}
             else:
@@ -318,53 +344,19 @@ async def race_compute(hub: ModelHub, values: dict):
         return
     note = ("Replaying both runs side by side with their recorded timestamps…" if not result.vanilla.stopped
             else "Stopped.")
+    if not (result.vanilla.stopped or result.gumiho.stopped):  # a finished race can be shared by link
+        result.run_id = values["run_id"]
+        replays.shared.put(result.run_id, "race", result)
     yield {"race": result, "status": render_banner(note, "info"), "legend": render_legend(result.gumiho.layout)}
-
-
-def race_replay(values: dict):
-    result: Optional[RaceResult] = values["race"]
-    if result is None:  # no race to replay (refused, failed or stopped early): every output stays
-        yield {}
-        return
-    ctl = RUNS.get(values["run_id"]) or Control()
-    g_note = result.notes[0] if result.notes else ""
-    if result.drafter_note:
-        g_note += " — " + result.drafter_note
-    v, g = result.vanilla, result.gumiho
-    if v.stopped and not g.events:
-        g_note = "Not run: stopped before Gumiho's turn."
-    try:
-        yield from _replay(result, ctl, g_note)
-    except Exception as e:  # the steps after this one still run and restore the buttons
-        yield {"status": fail(e)}
-
-
-def _replay(result: RaceResult, ctl: Control, g_note: str):
-    v, g = result.vanilla, result.gumiho
-    for fr in replay_frames(result, ctl.stop):
-        if fr.stopped:
-            end = render_stopped(fr.clock)
-        else:
-            end = render_result(result) if fr.final else ""
-        out = {"v_html": render_run(v, fr.n_vanilla), "g_html": render_run(g, fr.n_gumiho, ctl.show_rejected),
-               "v_stats": render_stats(v, fr.n_vanilla, fr.clock, _state_note(v, fr.n_vanilla, fr)),
-               "g_stats": render_stats(g, fr.n_gumiho, fr.clock, g_note), "result_html": end}
-        if fr.plots:
-            frame = PlotFrame(result, fr.n_vanilla, fr.n_gumiho)
-            out.update({plot.elem_id: plot.draw(frame) for plot in RACE_PLOTS})
-        if fr.final:
-            out["status"] = render_banner(_final_note(result, fr), "ready" if not fr.stopped else "info")
-        else:
-            out["status"] = render_banner(f"Replaying with the recorded timestamps: {fr.clock:.1f} s of "
-                                          f"{result.duration:.1f} s", "info")
-        yield out
 
 
 def end_race(hub: ModelHub, values: dict) -> dict:
     RUNS.end(values["run_id"])
     can_run = hub.ready or hub.state == "error"
+    race: Optional[RaceResult] = values.get("race")
     return {"run_btn": gr.Button(interactive=can_run), "paper_btn": gr.Button(interactive=can_run),
-            "stop_btn": gr.Button(interactive=False)}
+            "stop_btn": gr.Button(interactive=False),
+            "live_btn": gr.Button(visible=bool(race is not None and race.recorded_on), interactive=can_run)}
 
 
 def stop_race(values: dict) -> dict:
@@ -382,27 +374,3 @@ def toggle_ghosts(values: dict) -> dict:
     if result is None or not result.gumiho.events:
         return {}
     return {"g_html": render_run(result.gumiho, None, bool(values["show"]))}
-
-
-# ----------------------------------------------------------------------------- the replay's words
-
-
-def _state_note(run, n, frame) -> str:
-    if frame.final and not frame.stopped:
-        return f"finished ({run.finish_reason})" if run.finish_reason else ""
-    return "done" if n >= len(run.events) and run.events else ""
-
-
-def render_stopped(clock: float) -> str:
-    return f'<div class="gm-result stopped">Replay stopped at {clock:.1f} s.</div>'
-
-
-def _final_note(result: RaceResult, frame) -> str:
-    if frame.stopped:
-        return "Replay stopped."
-    if result.vanilla.stopped and not result.gumiho.events:
-        return "Stopped while vanilla decoding was timed: its column shows what it produced; Gumiho did not run."
-    if result.vanilla.stopped or result.gumiho.stopped:
-        return "Stopped: both columns show what was produced until then."
-    return ("Done. Both decoders were timed in alternation, each on its own clock, and replayed with those "
-            "timestamps. Toggle 'Show rejected drafts' to see what the drafter guessed and the target threw away.")

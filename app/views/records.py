@@ -338,6 +338,10 @@ class RaceResult:
     runtime_note: str = ""
     # How busy the machine was while the two lanes were timed (None where it cannot be read)
     machine: Optional[LoadReading] = None
+    # Where this result came from: "" for a run just computed live; for a recorded example
+    # (app/replays), "<CPU>, <n> cores on <date>", the machine and day it was timed on.
+    recorded_on: str = ""
+    run_id: str = ""  # the id a live run is shared under (app/replays SharedRuns); "" if not shared
 
     @property
     def duration(self) -> float:

@@ -324,9 +324,31 @@ def render_result(result: Optional[RaceResult]) -> str:
     more = f'<details class="gm-more"><summary>{summary}</summary>{esc(note)}</details>' if note else ""
     busy = busy_note(result)
     warning = f'<div class="gm-busy" role="note">{esc(busy)}</div>' if busy else ""
-    return (f'<div class="gm-result {"win" if value >= 1 else "lose"}"><span class="big">Speedup {value:.2f}×</span> '
+    return (f'<div class="gm-result {"win" if value >= 1 else "lose"}">{provenance(result)}'
+            f'<span class="big">Speedup {value:.2f}×</span> '
             f"Gumiho was {shown:.2f}× {word} than vanilla ({esc(detail)}).{esc(same)}"
-            f"{predicted_line(result.prediction)}{warning}{more}</div>")
+            f"{predicted_line(result.prediction)}{warning}{more}{share_line(result)}</div>")
+
+
+def provenance(result: RaceResult) -> str:
+    """A recorded race says so first: where and when it was timed (a replay is honest
+    only when it says it is one); *Run it live* times it again here."""
+    if not result.recorded_on:
+        return ""
+    return (f'<div class="gm-recorded" role="note">Recorded on {esc(result.recorded_on)}, replayed at its recorded '
+            f"pace: the same race for everyone who clicks this example. <b>Run it live</b> to time it on this "
+            f"machine now.</div>")
+
+
+def share_line(result: RaceResult) -> str:
+    """A live race's link: the page's own address with the run's id (a relative link,
+    so it is right on a Space and on a laptop alike); whoever opens it sees this race
+    replayed."""
+    if not result.run_id or result.recorded_on:
+        return ""
+    return (f'<div class="gm-share">Share this race: <a href="?run={esc(result.run_id)}" target="_blank" '
+            f'rel="noopener" id="gm-share-link">link to this run</a> (it replays this race, as timed here, for '
+            f"anyone who opens it).</div>")
 
 
 def predicted_line(p) -> str:

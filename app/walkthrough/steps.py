@@ -10,12 +10,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from gumiho import GenerationSettings, GumihoError, stream
 from gumiho.heads import HeadFamily
 
 from ..models.hub import ModelHub
+from ..models.worker import waiting_text
 from ..models.zerogpu import on_gpu
 from ..views.records import DrafterLayout, StepView, step_views, whole_characters
 from ..views.render import esc, render_steps, token_mark, visible
@@ -99,10 +100,11 @@ class WalkProgress:
     max_tokens: int = 0
     tokens: int = 0
     started: bool = False  # the model thread has taken the job
+    place: Callable[[], object] = lambda: None  # where the run stands in line (race.run.tell_place)
 
     def text(self, tree_label: str) -> str:
         if not self.started:
-            return "Waiting for the model (one generation runs at a time)…"
+            return waiting_text(self.place())
         return f"Generating with {tree_label}: {self.tokens} of at most {self.max_tokens} tokens…"
 
 

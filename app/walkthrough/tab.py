@@ -10,7 +10,7 @@ from typing import Optional
 import gradio as gr
 
 from ..models.hub import ModelHub
-from ..race.run import in_background, until_ready
+from ..race.run import in_background, tell_place, until_ready
 from ..race.tab import RaceTab, as_given
 from ..views.render import render_banner
 from ..web.checks.forms import WALK_MAX_NEW_TOKENS, RaceForm
@@ -143,7 +143,7 @@ async def walk_run(hub: ModelHub, values: dict):
             await until_ready(hub)
         stop = threading.Event()  # set if the page goes away mid-walk
         walk = None
-        async for item in in_background(lambda: compute_walk(hub, req, stop, progress), hub.submit, stop=stop):
+        async for item in in_background(lambda: compute_walk(hub, req, stop, progress), hub.submit, stop=stop, queued=tell_place(progress, hub)):
             if item is None:
                 yield {"status": render_banner(progress.text(label), "loading")}
             else:

@@ -3,11 +3,17 @@
 verify step by verify step: app.walkthrough.summary.walk_summary), ``/compare`` (one
 prompt decoded by every shipped drafter: app.compare.summary.compare_summary) and
 ``/lossless_check`` (speculative sampling's output tested against the target's:
-app.lossless.summary.lossless_summary)."""
+app.lossless.summary.lossless_summary).
+
+An example prompt at the recorded settings is answered from its recording at once
+(app/replays) unless the call says ``live=True``; every answer's ``source`` says which
+("recorded" or "live"), and a recorded one's ``recorded_on`` says on what machine and
+day. A finished live race's ``run_id`` replays it on the page at ``?run=<run_id>``."""
 from __future__ import annotations
 
 import inspect
 import threading
+import uuid
 from typing import Optional
 
 import gradio as gr
@@ -19,24 +25,27 @@ from ..lossless.summary import lossless_summary
 from ..models.hub import ModelHub
 from ..race.run import compute_race, on_model_thread, until_ready
 from ..race.summary import summary
+from ..replays import LIVE, RECORDED, Replays
 from ..walkthrough.steps import PAPER_TREE, compute_walk, walk_request
 from ..walkthrough.summary import walk_summary
 from .checks.forms import COPY_DEFAULT, SIZED_SHAPE, RaceForm, parse_request
 from .shared import GENERATE, friendly
 
 
-def add_api(hub: ModelHub) -> dict:
-    """Register ``/race``, ``/walkthrough`` and ``/compare`` on the Blocks being built; return each
+def add_api(hub: ModelHub, replays: Optional[Replays] = None) -> dict:
+    """Register ``/race``, ``/walkthrough``, ``/compare`` and ``/lossless_check`` on the Blocks being
+    built (``replays``: the recorded examples and the shared runs; none: every call live); return each
     one's parameters' defaults in order (None for the prompt, which has none), by
     name, for app.web.checks.requests to complete short calls."""
 
+    replays = replays if replays is not None else Replays(hub)
     # A function of its own, not a bound one: Gradio reads the endpoint's parameters,
     # their types and defaults, and its description from this signature and docstring.
     async def race_api(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
                        seed: int = 0, tree_depth: Optional[int] = None, tree_top_k: Optional[int] = None,
                        tree_nodes: Optional[int] = None, drafter: str = "gumiho", target: str = "",
                        drafter_path: str = "", tree_cost_aware: Optional[bool] = None,
-                       copy_from_context: bool = COPY_DEFAULT, target_weights: str = "") -> dict:
+                       copy_from_context: bool = COPY_DEFAULT, target_weights: str = "", live: bool = False) -> dict:
         """Run vanilla and Gumiho decoding of one prompt, timed in alternation (each on its own clock: the
         sum of its own steps), and return both texts with their statistics (tau, tokens/s, target forwards,
         wall time) and the speedup; for Gumiho also acceptance by draft position (unconditional,
@@ -47,30 +56,32 @@ def add_api(hub: ModelHub) -> dict:
         followed the same words earlier in the prompt or the answer). target_weights: "as stored" runs the default
         model's 4-bit file in llama.cpp, "float32" (and "", the default) its dequantised weights in PyTorch, where
         the whole hybrid drafter pays; the answer's runtime and weights say which ran, and its fastest gives vanilla
-        on the 4-bit file, timed alone after the race, when the race ran float32."""
+        on the 4-bit file, timed alone after the race, when the race ran float32. An example prompt at the recorded
+        settings is answered from its recording (source "recorded", recorded_on) unless live is true; a live race's
+        run_id replays it on the page at ?run=<run_id>."""
         form = RaceForm(prompt, max_new_tokens, temperature, top_p, seed, tree_depth, tree_top_k, tree_nodes, drafter,
                         target, drafter_path, tree_cost_aware, copy_from_context, target_weights)
-        return await api_race(hub, form)
+        return await api_race(hub, form, replays, live)
 
     # No concurrency limit of Gradio's: the model thread is the queue, and it refuses
     # work beyond its bound with "The server is busy" (app/web/shared.py says why).
     gr.api(race_api, api_name="race", concurrency_id=GENERATE, concurrency_limit=None)
 
     async def walkthrough_api(prompt: str, max_new_tokens: int = 24, tree: str = PAPER_TREE,
-                              drafter: str = "gumiho", temperature: float = 0.0, seed: int = 0) -> dict:
+                              drafter: str = "gumiho", temperature: float = 0.0, seed: int = 0,
+                              live: bool = False) -> dict:
         """Generate with the walkthrough's tree ("paper": the paper's shape, every head drafts; "race": the
         race's tree for this machine), greedily (temperature 0) or by speculative sampling, and return every
         verify step: the draft tree's nodes (text, parent, depth, the head that proposed it, its draft
         probability), the accepted path, the target's own choice at each depth, the acceptance test of every
         node the target checked, in order ("checks": draft_prob, rule_q, target_prob, accept_prob, uniform,
         accepted), at temperature above 0 the residual the step's last token was drawn from ("residual": its
-        likeliest tokens, the mass they cover, the token drawn), and the text."""
+        likeliest tokens, the mass they cover, the token drawn), and the text. Recorded examples as in /race."""
         try:
             req = walk_request(RaceForm(prompt, max_new_tokens, temperature, 1.0, seed, drafter=drafter), tree,
                                hub.access)
-            await until_ready(hub)
-            stop = threading.Event()
-            return walk_summary(await on_model_thread(lambda: compute_walk(hub, req, stop), hub.submit, stop), prompt)
+            return await answer(hub, replays, "walkthrough", req, live, lambda stop: compute_walk(hub, req, stop),
+                                lambda walk: walk_summary(walk, prompt))
         except Exception as e:
             return error_summary(friendly(e), prompt)
 
@@ -79,7 +90,8 @@ def add_api(hub: ModelHub) -> dict:
     async def compare_api(prompt: str, max_new_tokens: int = 64, tree_shape: str = SIZED_SHAPE,
                           tree_depth: Optional[int] = None, tree_top_k: Optional[int] = None,
                           tree_nodes: Optional[int] = None, tree_cost_aware: Optional[bool] = None,
-                          target_weights: str = "", copy_alone: bool = False, gumiho_with_copy: bool = False) -> dict:
+                          target_weights: str = "", copy_alone: bool = False, gumiho_with_copy: bool = False,
+                          live: bool = False) -> dict:
         """Decode one prompt greedily with vanilla decoding and with every drafter shipped for the default model
         (gumiho, all-serial, all-parallel, eagle3; copy_alone and gumiho_with_copy add the copy proposer alone
         and beside Gumiho), all with one tree (tree_shape "sized": the tree settings given, as in /race; "paper":
@@ -87,15 +99,15 @@ def add_api(hub: ModelHub) -> dict:
         drafter its text and whether it is vanilla's, tau, tokens/s, speedup, drafting and verify seconds,
         acceptance by position (unconditional and conditional), the positions its serial and MLP heads drafted
         and its size in parameters; the drafters that could not run, with the reason; and sentences written
-        from the figures."""
+        from the figures. Recorded examples as in /race."""
         return await api_compare(hub, CompareForm(prompt, max_new_tokens, tree_depth, tree_top_k, tree_nodes,
                                                   tree_cost_aware, tree_shape, target_weights, copy_alone,
-                                                  gumiho_with_copy))
+                                                  gumiho_with_copy), replays, live)
 
     gr.api(compare_api, api_name="compare", concurrency_id=GENERATE, concurrency_limit=None)
 
     async def lossless_check_api(prompt: str, temperature: float = 0.8, samples: int = 200, tokens: int = 2,
-                                 rule: str = "exact", seed: int = 0) -> dict:
+                                 rule: str = "exact", seed: int = 0, live: bool = False) -> dict:
         """Sample the first `tokens` tokens (2-3; 1 is refused: the first token comes from the prefill, before
         anything is drafted, so both samples would be the target's own and no rule could fail) of one answer
         `samples` times (10-1000) by vanilla sampling and as many times by speculative sampling with the default
@@ -105,8 +117,8 @@ def add_api(hub: ModelHub) -> dict:
         (min(1, p/q) with the drafter's own q, although the drafts were picked top-k). Returns both samples as
         {sequence text: count} ("vanilla", "speculative"), the chi-square test ("chi2", "dof", "p_value", and
         "pooled": rare sequences pooled into one cell), "rule", "samples", "seconds", and a sentence
-        ("verdict")."""
-        return await api_lossless(hub, LosslessForm(prompt, temperature, samples, tokens, rule, seed))
+        ("verdict"). Recorded examples as in /race."""
+        return await api_lossless(hub, LosslessForm(prompt, temperature, samples, tokens, rule, seed), replays, live)
 
     gr.api(lossless_check_api, api_name="lossless_check", concurrency_id=GENERATE, concurrency_limit=None)
     return {fn.__name__.removesuffix("_api"): [None if p.default is inspect.Parameter.empty else p.default
@@ -114,39 +126,64 @@ def add_api(hub: ModelHub) -> dict:
             for fn in (race_api, walkthrough_api, compare_api, lossless_check_api)}
 
 
-async def api_race(hub: ModelHub, form: RaceForm) -> dict:
-    """The /race endpoint's work. Async so that a client's cancel reaches it (an
-    asyncio cancellation at the await), and with it the model thread: the job leaves
-    its queue, or the running generation stops at its next step."""
+async def answer(hub: ModelHub, replays: Replays, kind: str, req, live: bool, compute, summarize,
+                 default_target: bool = True) -> dict:
+    """One endpoint's answer to a checked request: its recording when the request is
+    a recorded example's and ``live`` is false, else ``compute(stop)`` on the model
+    thread; ``summarize`` makes the JSON, to which ``source`` (and ``recorded_on``)
+    is added. Async so that a client's cancel reaches the model thread (an asyncio
+    cancellation at the await): the job leaves its queue, or the running generation
+    stops at its next step."""
+    if default_target:
+        await until_ready(hub)
+    recorded, recorded_on = (None, "") if live else replays.recorded(kind, req)
+    if recorded is not None:
+        return {**summarize(recorded), "source": RECORDED, "recorded_on": recorded_on}
+    stop = threading.Event()
+    result = await on_model_thread(lambda: compute(stop), hub.submit, stop)
+    return {**summarize(result), "source": LIVE}
+
+
+async def api_race(hub: ModelHub, form: RaceForm, replays: Optional[Replays] = None, live: bool = False) -> dict:
+    """The /race endpoint's work (:func:`answer`); a finished live race is kept to be
+    shared by its ``run_id``."""
+    replays = replays if replays is not None else Replays(hub)
     try:
         req = parse_request(form, hub.access)
-        if not req.target:
-            await until_ready(hub)
-        stop = threading.Event()
-        return summary(await on_model_thread(lambda: compute_race(hub, req, stop), hub.submit, stop), form.prompt)
+        shared = {}
+
+        def race(stop):
+            result = compute_race(hub, req, stop)
+            if not (result.vanilla.stopped or result.gumiho.stopped):
+                result.run_id = uuid.uuid4().hex
+                replays.shared.put(result.run_id, "race", result)
+                shared["run_id"] = result.run_id
+            return result
+
+        out = await answer(hub, replays, "race", req, live, race, lambda r: summary(r, form.prompt),
+                           default_target=not req.target)
+        return {**out, **shared}
     except Exception as e:
         return error_summary(friendly(e), form.prompt)
 
 
-async def api_compare(hub: ModelHub, form: CompareForm) -> dict:
-    """The /compare endpoint's work, cancelled as /race's is (:func:`api_race`)."""
+async def api_compare(hub: ModelHub, form: CompareForm, replays: Optional[Replays] = None, live: bool = False) -> dict:
+    """The /compare endpoint's work (:func:`answer`)."""
     try:
         req = parse_compare(form, hub.access)
-        await until_ready(hub)
-        stop = threading.Event()
-        return compare_summary(await on_model_thread(lambda: compute_compare(hub, req, stop), hub.submit, stop),
-                               form.prompt)
+        return await answer(hub, replays if replays is not None else Replays(hub), "compare", req, live,
+                            lambda stop: compute_compare(hub, req, stop), lambda c: compare_summary(c, form.prompt))
     except Exception as e:
         return error_summary(friendly(e), form.prompt)
 
 
-async def api_lossless(hub: ModelHub, form: LosslessForm) -> dict:
-    """The /lossless_check endpoint's work, cancelled as /race's is (:func:`api_race`)."""
+async def api_lossless(hub: ModelHub, form: LosslessForm, replays: Optional[Replays] = None,
+                       live: bool = False) -> dict:
+    """The /lossless_check endpoint's work (:func:`answer`)."""
     try:
         req = parse_lossless(form)
-        await until_ready(hub)
-        stop = threading.Event()
-        return lossless_summary(await on_model_thread(lambda: compute_lossless(hub, req, stop), hub.submit, stop))
+        return await answer(hub, replays if replays is not None else Replays(hub), "lossless", req, live,
+                            lambda stop: compute_lossless(hub, req, stop), lossless_summary)
     except Exception as e:
         return error_summary(friendly(e), form.prompt)
 

@@ -16,18 +16,21 @@ import gradio as gr
 from ..compare.tab import add_compare_tab
 from ..lossless.tab import add_lossless_tab
 from ..models.hub import ModelHub
+from ..race.links import add_shared_runs
 
 # Reached as app.web.layout.<name> by the tests and by callers from before the page had
 # parts: the error path, the autoplay button's words, the /race work, and the model
 # work the page runs (a ZeroGPU Space must see it wrapped for the GPU, app/models/zerogpu.py).
 from ..race.run import compute_race  # noqa: F401
 from ..race.tab import add_race_tab
+from ..replays import Replays, SharedRuns
 from ..walkthrough.steps import compute_walk  # noqa: F401
 from ..walkthrough.tab import PAUSE, PLAY, add_walk_tab  # noqa: F401
 from .api import (
     add_api,
     api_race,  # noqa: F401
 )
+from .checks.forms import RECORDINGS_FILE, SHARED_DIR, SHARED_RUNS
 from .shared import QUEUE_SIZE, new_session
 from .shared import fail as _fail  # noqa: F401
 from .status import add_status, wire_status
@@ -50,8 +53,9 @@ def load_examples() -> list[str]:
         return ["Write a short poem about the sea."]
 
 
-def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
+def build_app(hub: Optional[ModelHub] = None, replays: Optional[Replays] = None) -> gr.Blocks:
     hub = hub or ModelHub()
+    replays = replays or Replays(hub, RECORDINGS_FILE, SharedRuns(SHARED_RUNS, SHARED_DIR))
     examples = load_examples()
     ready = hub.ready  # the run buttons start enabled only if the model is loaded already
 
@@ -59,7 +63,7 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
         status = add_status(hub)
         session = new_session()
         with gr.Tabs() as tabs:
-            race = add_race_tab(hub, session, examples, ready)
+            race = add_race_tab(hub, session, examples, ready, replays)
             walk = add_walk_tab(hub, session, examples, ready, race)
             compare = add_compare_tab(hub, examples, ready, race)
             lossless = add_lossless_tab(hub, examples, ready)
@@ -69,7 +73,8 @@ def build_app(hub: Optional[ModelHub] = None) -> gr.Blocks:
         tabs.select(None, js=RESIZE_PLOTS, queue=False, show_progress="hidden", api_visibility="private")
         wire_status(demo, hub, status, [race.run_btn, race.paper_btn],
                     [walk.walk_btn, compare.run_btn, compare.paper_btn, lossless.run_btn], race.drafter, race.target_weights)
-        demo.api_defaults = add_api(hub)  # read by app.web.checks.requests (app/web/server.py)
+        add_shared_runs(demo, race, session, replays)
+        demo.api_defaults = add_api(hub, replays)  # read by app.web.checks.requests (app/web/server.py)
 
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=None)
     return demo

@@ -41,6 +41,9 @@ def has_values(fn) -> bool:
 # Values no control of each kind holds (a Number or a text box may be empty: null is the page's there).
 WRONG = {"Checkbox": (None, "yes", 1, {}), "Textbox": (5, [], {"a": 1}),
          "Slider": (None, "3", True, 10 ** 9, -(10 ** 9), []), "Number": ("3", True, [], {}),
+         # What if?'s figures take a number beyond the track's range on purpose (used as typed, and
+         # said so: app.views.sliders), so only what is no number at all is wrong there.
+         "FigureSlider": (None, "3", True, []),
          "Radio": (None, "no such choice", 3, []), "Dropdown": (None, "no such choice", 3, []),
          "Dataset": (None, "x", 1.5, True)}
 

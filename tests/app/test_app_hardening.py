@@ -17,7 +17,8 @@ from test_app_render import TOK
 
 from app.models.hub import ModelHub, Resolved, _random_drafter
 from app.models.worker import BUSY, ModelThread
-from app.race.run import compute_race, replay_frames
+from app.race.replay import replay_frames
+from app.race.run import compute_race
 from app.views.records import DrafterLayout
 from app.views.render import render_result, render_run, render_stats
 from app.walkthrough.treeplot import tree_figure

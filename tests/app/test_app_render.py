@@ -13,7 +13,8 @@ import threading
 import pytest
 
 from app.models.hub import ModelHub, Resolved, _random_drafter
-from app.race.run import Runs, compute_race, in_background, replay_frames
+from app.race.replay import replay_frames
+from app.race.run import Runs, compute_race, in_background
 from app.race.summary import summary
 from app.views import figures, palette
 from app.views.records import Detokenizer, DrafterLayout, RaceResult, record, step_views

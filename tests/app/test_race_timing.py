@@ -21,7 +21,8 @@ import torch
 import gumiho
 from app.models.hub import ModelHub, Resolved, _random_drafter
 from app.race import run as race
-from app.race.run import Progress, compute_race, replay_frames
+from app.race.replay import replay_frames
+from app.race.run import Progress, compute_race
 from app.race.summary import summary
 from app.views.render import render_result, speedup
 from app.web.checks.forms import RaceForm, parse_request
@@ -189,6 +190,7 @@ def fake_streams(machine, vanilla_fails_at=None):
 
 
 FAKE_TARGET = SimpleNamespace(name="fake", context_length=4096, tokenizer=Bytes(), runtime_note="",
+                              runtime_choice="float32 in PyTorch",
                               runtime=SimpleNamespace(name="torch", weights="float32", flat_verify=True),
                               encode=lambda prompt: list(prompt.encode("utf-8")))
 

@@ -49,7 +49,16 @@ MAX_TREE_TOP_K = 10
 MAX_TREE_NODES = 128
 WALK_MAX_NEW_TOKENS = 64
 # Runs waiting for the model thread, at most; one more is refused with "The server is busy".
-MAX_WAITING = max(1, env_int("GUMIHO_APP_MAX_WAITING", 8))
+# A class-sized line: thirty visitors of one lesson, and some room.
+MAX_WAITING = max(1, env_int("GUMIHO_APP_MAX_WAITING", 40))
+# The example prompts' recorded runs (app/replays): the file, "" for none (every run live).
+RECORDINGS_FILE = os.environ.get("GUMIHO_APP_RECORDINGS", os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "assets",
+    "recordings", "examples.pkl.gz")).strip()
+# Races shared by link: how many the server keeps in memory, and a folder that keeps every
+# one across restarts ("" for none).
+SHARED_RUNS = max(1, env_int("GUMIHO_APP_SHARED_RUNS", 50))
+SHARED_DIR = os.environ.get("GUMIHO_APP_SHARED_DIR", "").strip()
 
 # The engine's tree for the device the default model runs on (small on a CPU, the
 # paper's 63 nodes on a GPU, ZeroGPU's included: app/models/zerogpu.py imports `spaces` first):

@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from ..drafter import DRAFTER_KINDS, OWN_HEAD_KINDS
+from ..drafter import DRAFTER_KINDS, OWN_HEAD_KINDS, kind_layout
 from ..errors import GumihoError
 from . import launched_processes
 
@@ -63,6 +63,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--accept-weight", type=float, default=0.0,
                    help="weight of 1 - sum(min(p, q)): one minus the probability that speculative sampling accepts "
                         "a token drawn from the drafter (the total variation distance to the target)")
+    p.add_argument("--lk-weight", type=float, default=0.0,
+                   help="weight of the LK loss -log sum(min(p, q)): minus the log of that acceptance rate, "
+                        "which pushes hardest where the drafter is accepted least")
+    p.add_argument("--lk-greedy", action="store_true",
+                   help="--lk-weight's term for greedy decoding: p is the point mass on the target's top token, "
+                        "and the term is -log q(top token) (the value of --top1-weight's term)")
+    p.add_argument("--ttt-steps", type=int, default=0,
+                   help="unroll the serial Transformer this many steps past the positions it drafts, on its own "
+                        "states, each step scored against the target's state it reaches (EAGLE-3's training-time "
+                        "test, deeper); the drafted serial positions always read the drafter's own states, "
+                        "and the MLP heads read what they read when drafting. 0: the default recipe")
     p.add_argument("--feature-layers", default=None, metavar="default|none|L1,L2,...",
                    help="target layers whose hidden states the drafter reads, fused (EAGLE-3). default (unless "
                         "--init-from, which keeps the saved drafter's layers): layers 2, N/2 and N-3 of N, the "
@@ -138,9 +149,14 @@ def main(argv=None) -> int:
             check_data_dir(folder)
         if args.topk < 1:
             raise GumihoError(f"--topk must be at least 1, not {args.topk}")
+        if args.ttt_steps < 0:
+            raise GumihoError(f"--ttt-steps must be 0 or more, not {args.ttt_steps}")
+        if args.ttt_steps and kind_layout(args.kind).get("serial_positions", 0) == 0:
+            raise GumihoError(f"--ttt-steps needs serial positions to unroll; the {args.kind} kind has none")
         args.ce_weight, args.reg_weight = loss_weights(args.kind, args.ce_weight, args.reg_weight)
         weights = {"--ce-weight": args.ce_weight, "--reg-weight": args.reg_weight, "--top1-weight": args.top1_weight,
-                   "--topk-weight": args.topk_weight, "--accept-weight": args.accept_weight}
+                   "--topk-weight": args.topk_weight, "--accept-weight": args.accept_weight,
+                   "--lk-weight": args.lk_weight}
         negative = [f"{name} {w}" for name, w in weights.items() if w < 0]
         if negative:
             raise GumihoError(f"loss weights cannot be negative: {', '.join(negative)}")
@@ -161,7 +177,8 @@ def main(argv=None) -> int:
             features=args.features, drafter_overrides=overrides,
             loss=LossConfig(ce_weight=args.ce_weight, position_decay=args.position_decay, noise=args.noise,
                             reg_weight=args.reg_weight, top1_weight=args.top1_weight,
-                            topk_weight=args.topk_weight, topk=args.topk, accept_weight=args.accept_weight))
+                            topk_weight=args.topk_weight, topk=args.topk, accept_weight=args.accept_weight,
+                            lk_weight=args.lk_weight, lk_greedy=args.lk_greedy, ttt_steps=args.ttt_steps))
         summary = train(cfg, target.runtime_model, target.name, target.eos_ids, log=lambda m: print(m, flush=True))
         end_processes()
         if speak:

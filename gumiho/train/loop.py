@@ -32,7 +32,7 @@ from ..errors import GumihoError
 from . import data as tdata
 from .config import TrainConfig, states_source
 from .held_out import evaluate, with_states
-from .objective import draft_loss, loss_token_counts
+from .objective import draft_loss, loss_depth, loss_token_counts
 from .processes import StopRequest, accelerator, sum_gradients
 from .resume import checkpoint_path, rng_state, save_checkpoint, set_rng_state
 from .widen import widen_to_fused
@@ -296,7 +296,8 @@ def _step(run: _Run, step: int):
     """One optimizer step on the global batch of ``step``. Returns the loss and its
     figures, this process's share of the batch (None with one process), the whole
     batch's loss denominators (None with one process) and its token count."""
-    cfg, acc, raw, n_pos = run.cfg, run.acc, run.drafter, run.dcfg.max_depth
+    # Positions with loss: the drafted ones, and those the unrolled serial steps reach.
+    cfg, acc, raw, n_pos = run.cfg, run.acc, run.drafter, loss_depth(run.dcfg, run.cfg.loss)
     epoch, within = run.schedule.locate(step)
     index = run.schedule.order(epoch)[within]
     denominators = share = None

@@ -132,8 +132,13 @@ def _loss(summary: dict) -> str:
         terms.append(f"{c['topk_weight']} x cross-entropy over the target's top {c.get('topk', 10)} tokens")
     if c.get("accept_weight"):
         terms.append(f"{c['accept_weight']} x (1 - acceptance rate of a sampled draft)")
+    if c.get("lk_weight"):
+        terms.append(f"{c['lk_weight']} x -log q(the target's top token) (LK, greedy form)" if c.get("lk_greedy")
+                     else f"{c['lk_weight']} x -log(acceptance rate of a sampled draft) (LK)")
     return (" + ".join(terms) + f", position weight {c['position_decay']}^(d-1), input noise {c['noise']}"
-            + ("" if len(terms) > 1 or c.get("reg_weight", 1.0) else " (cross-entropy only)"))
+            + ("" if len(terms) > 1 or c.get("reg_weight", 1.0) else " (cross-entropy only)")
+            + (f"; the serial Transformer unrolled {c['ttt_steps']} steps past its drafted positions"
+               if c.get("ttt_steps") else ""))
 
 
 def by_stage(stages: list[dict], describe) -> str:

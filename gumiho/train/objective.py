@@ -18,6 +18,29 @@ positions d = 1..S+M:
 Tokens fed along the chain are the real ones (teacher forcing: they are what an
 accepted path contains); hidden states fed along it are the drafter's own.
 
+What each position reads, in training and when drafting (gumiho.proposers.learned),
+for an anchor t whose token x_{t+1} is the last one the target emitted:
+
+    position 1      train: s1_t from u1 over the context, u1_{t'} = fc(embed(x_{t'+1}), h_{t'})
+                    draft: the same (DraftSession.extend builds the context from the
+                           target's states only; its last output is s1)
+    position m<=S   train: s_m_t from u_m = fc(embed(x_{t+m}), s_{m-1}_t), attending to
+                           the context's u1 keys and its own chain
+                    draft: the same with the drafted token at depth m-1 in place of
+                           x_{t+m} (equal on every path that can be accepted)
+    heads S+1..     train and draft: cat(u_S, u_{S+1}), u_{S+1} = fc(embed(x_{t+S+1}), s_S)
+
+So the serial positions are already trained on the drafter's own states for all S
+steps they draft (EAGLE-3's "training-time test"): a gumiho drafter unrolls 2 steps,
+an eagle3 or serial one 7. ``ttt_steps = k`` unrolls the serial Transformer k steps
+further, past the positions it drafts: step S+i reads fc(embed(x_{t+S+i}), s_{S+i-1})
+(its own state, as every serial step does) and is scored against h_{t+S+i}, weighted
+as position S+i is. Those steps are never drafted; their loss only reaches the
+weights the drafted positions use (the layers, fc, and through the chain s_1..s_S and
+u_{S+1}, the very input the MLP heads read), asking them for states a Transformer step
+can continue from, as EAGLE-3's 7-step unroll does. The heads still read cat(u_S,
+u_{S+1}), as when drafting; k = 0 is the recipe above, unchanged.
+
 With fused target features (``feature_layers``), u1 reads fuse(f_t) in place of
 h_t, f_t being the target's states after those layers (gumiho.train.states); the
 later steps still feed the drafter's own H-wide outputs.
@@ -29,6 +52,7 @@ Loss per position d:
   + top1_weight * -log softmax(W pred)[argmax W h_{t+d}]        (the accepted token)
   + topk_weight * -sum_{x in topK(p)} p(x) log q(x)             (HASS: the target's top-K)
   + accept_weight * (1 - sum_x min(p(x), q(x)))                 (acceptance rate)
+  + lk_weight * -log sum_x min(p(x), q(x))                      (LK: log acceptance rate)
 
 with p = softmax(W h_{t+d}) the target's distribution and q = softmax(W pred) the
 drafter's (an eagle3 drafter's own head: q = softmax(W' norm(pred)), and no regression). The top-K term is the soft cross-entropy restricted to the K tokens the
@@ -38,6 +62,20 @@ sampling accepts a token drawn from q with probability min(1, p/q), so a single 
 is accepted with probability sum_x q(x) min(1, p(x)/q(x)) = sum_x min(p(x), q(x)),
 one minus the total variation distance. Its gradient moves mass only from tokens q
 over-predicts to tokens it under-predicts, and is zero where q already matches p.
+
+The LK term (arXiv 2602.23881) is the same acceptance rate alpha = sum_x min(p, q)
+through a log: -log alpha >= 0, zero exactly when alpha = 1, i.e. when q == p. Its
+gradient is -(1/alpha) d alpha: the plain term's direction scaled by 1/alpha, so it
+pushes hardest where the drafter is accepted least (early in training, and at the
+later, harder positions) instead of fading there as 1 - alpha's does. It is computed
+in log space, log alpha = logsumexp_x min(log p(x), log q(x)), which stays finite
+when alpha underflows. With ``lk_greedy`` the target distribution is the one greedy
+verification uses, the point mass on its top token y* (within the draft vocabulary):
+then sum_x min(delta_{y*}(x), q(x)) = q(y*), the probability that a token drawn from
+q is the one greedy verification accepts, and the loss is -log q(y*), the same value
+as the top-1 term's. (The draft's argmax, which greedy drafting proposes, is accepted
+iff it is y*, a step function of q; -log q(y*) is the smooth quantity whose
+minimisation raises q(y*) until y* is the argmax.)
 
 all over the draft vocabulary (FR-Spec: the frequent tokens only, which is what the
 drafter can propose anyway, and keeps the 49k-wide LM head off the CPU's critical
@@ -69,6 +107,29 @@ class LossConfig:
     topk_weight: float = 0.0  # soft cross-entropy over the target's top-K tokens only (HASS)
     topk: int = 10  # K of the top-K term
     accept_weight: float = 0.0  # 1 - sum(min(p, q)): one minus a sampled draft's acceptance rate
+    lk_weight: float = 0.0  # -log sum(min(p, q)): LK, the log of a sampled draft's acceptance rate
+    lk_greedy: bool = False  # LK against the target's top token's point mass: -log q(y*)
+    ttt_steps: int = 0  # serial steps unrolled past the drafted positions, each with a loss
+
+
+def lk_loss(t_logp: torch.Tensor, d_logp: torch.Tensor) -> torch.Tensor:
+    """-log sum_x min(p(x), q(x)) over the last axis, from log p and log q: minus the
+    log of the probability that speculative sampling accepts one token drawn from q.
+    min commutes with the monotone log, so log sum_x min(p, q) =
+    logsumexp_x min(log p(x), log q(x)), finite even where the sum underflows."""
+    return -torch.logsumexp(torch.minimum(t_logp, d_logp), dim=-1)
+
+
+def lk_greedy_loss(t_top: torch.Tensor, d_logp: torch.Tensor) -> torch.Tensor:
+    """-log q(y*) for the target's top token y* [N] and log q [N, V]: the LK loss with p
+    the point mass on y* (greedy verification), sum_x min(delta_{y*}(x), q(x)) = q(y*)."""
+    return -d_logp.gather(-1, t_top[:, None])[:, 0]
+
+
+def loss_depth(drafter_cfg, loss_cfg: LossConfig) -> int:
+    """How many draft positions carry loss: the drafter's, or as many as the serial
+    steps unrolled past them reach."""
+    return max(drafter_cfg.max_depth, drafter_cfg.serial_positions + loss_cfg.ttt_steps)
 
 
 def acceptance_rate(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -90,13 +151,17 @@ def step_mask(L: int, n_prev_steps: int, device) -> torch.Tensor:
     return torch.cat([causal] + [eye] * n_prev_steps, dim=1)[None, None]
 
 
-def draft_forward(drafter: Drafter, ids: torch.Tensor, states: torch.Tensor, noise: float = 0.0):
+def draft_forward(drafter: Drafter, ids: torch.Tensor, states: torch.Tensor, noise: float = 0.0,
+                  ttt_steps: int = 0):
     """Predicted hidden states for every anchor and draft position.
 
     ids [B, L] long; states [B, L, feature_width]: the target's final-norm hidden
     states, or its fused feature layers' for a drafter with ``feature_layers``.
     Returns a list over d = 1..S+M of tensors [B, L, H]; entry [b, t] predicts
-    h_{t+d} (garbage where t+d >= L, masked by the loss)."""
+    h_{t+d} (garbage where t+d >= L, masked by the loss). With ``ttt_steps`` = k the
+    list goes on with the k serial steps unrolled past the drafted ones, predicting
+    h_{t+S+1} .. h_{t+S+k} (after the heads' entries, which predict the same
+    positions: the heads do not read these steps)."""
     cfg = drafter.cfg
     B, L = ids.shape
     dev = states.device
@@ -107,13 +172,18 @@ def draft_forward(drafter: Drafter, ids: torch.Tensor, states: torch.Tensor, noi
     def shifted(k):
         return F.pad(ids[:, k:], (0, k), value=0) if k < L else torch.zeros_like(ids)
 
+    S = cfg.serial_positions
+    if ttt_steps and (S == 0 or cfg.num_layers == 0):
+        raise ValueError(f"a {cfg.kind} drafter has no serial Transformer to unroll: ttt_steps must be 0")
     preds = []
     u_prev = drafter.project_context(h_in, shifted(1))  # u1
     us = [u_prev]
-    if cfg.serial_positions > 0:
+    if S > 0:
         past = None
         s = None
-        for m in range(1, cfg.serial_positions + 1):
+        # Steps 1..S are the drafted positions; S+1..S+ttt_steps the extra unrolled ones,
+        # the same computation one step further each (their u_{m+1} past the last is not needed).
+        for m in range(1, S + ttt_steps + 1):
             u = us[-1]
             pos = torch.arange(L, device=dev)[None] + (m - 1)
             out, new = drafter.transformer(u, pos, step_mask(L, m - 1, dev), past)
@@ -121,14 +191,17 @@ def draft_forward(drafter: Drafter, ids: torch.Tensor, states: torch.Tensor, noi
                                              for (pk, pv), (nk, nv) in zip(past, new)]
             s = out
             preds.append(s)
-            us.append(drafter.project(s, shifted(m + 1)))  # u_{m+1}
+            if m <= S or m < S + ttt_steps:  # u_{S+1} is also what the heads read
+                us.append(drafter.project(s, shifted(m + 1)))  # u_{m+1}
+    extra = preds[S:]
+    preds = preds[:S]
     if cfg.mlp_heads > 0:
         if cfg.head_inputs == 2:
-            head_in = torch.cat([us[cfg.serial_positions - 1], us[cfg.serial_positions]], dim=-1)
+            head_in = torch.cat([us[S - 1], us[S]], dim=-1)
         else:
-            head_in = us[cfg.serial_positions]
+            head_in = us[S]
         preds.extend(drafter.run_heads(head_in))
-    return preds
+    return preds + extra
 
 
 def loss_token_counts(batch: dict, n_positions: int) -> torch.Tensor:
@@ -162,10 +235,16 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
     The loss is sum_d w_d * mean_d / sum_d w_d over the positions d that carry loss,
     mean_d being the per-token loss of position d averaged over this batch's tokens.
     ``denominators`` (data-parallel training) replaces this batch's token counts by the
-    whole global batch's (:func:`loss_token_counts` summed over processes), and which
+    whole global batch's (:func:`loss_token_counts` summed over processes, for
+    :func:`loss_depth` positions), and which
     positions carry loss is then decided on the whole batch too: each process's loss is
     its share of the global batch's loss, and the sum of the processes' gradients is
     the gradient one process would compute on the whole batch.
+
+    With ``loss_cfg.ttt_steps`` = k, the k serial steps unrolled past the drafted
+    positions (:func:`draft_forward`) add their terms to the same sum, step i weighted
+    as position S+i; their figures come apart, as ``ttt_top1``, ``ttt_count`` and
+    ``ttt_loss``, so that ``top1`` stays the drafted positions' only.
 
     The loss, and by default the top-1 figure, live in the draft vocabulary: there a
     position counts as a hit when the drafter's top token is the target's top token
@@ -180,9 +259,13 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
     if drafter.cfg.feature_layers:
         if batch.get("features") is None:
             raise ValueError("this drafter reads fused target features: the batch needs 'features'")
-        preds = draft_forward(drafter, ids, batch["features"], loss_cfg.noise)
+        preds = draft_forward(drafter, ids, batch["features"], loss_cfg.noise, loss_cfg.ttt_steps)
     else:
-        preds = draft_forward(drafter, ids, hidden, loss_cfg.noise)
+        preds = draft_forward(drafter, ids, hidden, loss_cfg.noise, loss_cfg.ttt_steps)
+    # Draft position of each prediction: 1..S+M, then the unrolled steps' S+1..S+k.
+    n_drafted = len(preds) - loss_cfg.ttt_steps
+    depths = list(range(1, n_drafted + 1)) + [drafter.cfg.serial_positions + 1 + i
+                                               for i in range(loss_cfg.ttt_steps)]
     hidden_f = hidden.float()
     w_draft = drafter._draft_head_weight.float()
     # The target's distribution at position j is the same label for every draft
@@ -195,11 +278,15 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
         t_logits_all = hidden_f[answer] @ w_draft.T
         t_prob_all = t_logits_all.softmax(-1)
         t_top_all = t_logits_all.argmax(-1)
+        t_logp_all = t_logits_all.log_softmax(-1) if loss_cfg.lk_weight and not loss_cfg.lk_greedy else None
         true_top_all = _full_vocab_top(drafter, hidden_f[answer]) if exact_top1 else None
     total = hidden.new_zeros((), dtype=torch.float32)
     weight_sum = 0.0
-    acc, counts, losses = [], [], []
-    for d, pred in enumerate(preds, start=1):
+    # Per position figures: the drafted positions', then the unrolled steps' apart.
+    figures = {"top1": [], "count": [], "loss": [], "ttt_top1": [], "ttt_count": [], "ttt_loss": []}
+    for i, (d, pred) in enumerate(zip(depths, preds)):
+        prefix = "" if i < n_drafted else "ttt_"
+        acc, counts, losses = (figures[prefix + name] for name in ("top1", "count", "loss"))
         w = loss_cfg.position_decay ** (d - 1)
         if denominators is not None and denominators[d - 1] > 0:
             weight_sum += w  # the whole batch has loss here, whether or not this share has
@@ -235,6 +322,9 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
             per_token = per_token - loss_cfg.topk_weight * (top_p * d_logp.gather(-1, top_i)).sum(-1)
         if loss_cfg.accept_weight:
             per_token = per_token + loss_cfg.accept_weight * (1.0 - acceptance_rate(t_prob, d_logp.exp()))
+        if loss_cfg.lk_weight:
+            lk = lk_greedy_loss(t_top, d_logp) if loss_cfg.lk_greedy else lk_loss(t_logp_all[rows], d_logp)
+            per_token = per_token + loss_cfg.lk_weight * lk
         per = per_token.sum() / (n if denominators is None else denominators[d - 1])
         total = total + w * per
         if denominators is None:
@@ -247,4 +337,6 @@ def draft_loss(drafter: Drafter, batch: dict, loss_cfg: LossConfig, exact_top1: 
             acc.append(float(hit.sum() / n))
             counts.append(int(n))
             losses.append(float(per))
-    return total / max(weight_sum, 1e-9), {"top1": acc, "count": counts, "loss": losses}
+    if not loss_cfg.ttt_steps:
+        figures = {k: v for k, v in figures.items() if not k.startswith("ttt_")}
+    return total / max(weight_sum, 1e-9), figures

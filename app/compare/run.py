@@ -23,6 +23,7 @@ from typing import Callable, Optional
 import torch.nn as nn
 
 from gumiho import GenerationSettings, GenerationStats, GumihoError, TreeSettings, metrics, stream
+from gumiho.bench.machine_load import LoadMeter, LoadReading
 from gumiho.proposers import with_copy
 from gumiho.speedmodel import SpeedPrediction
 
@@ -134,6 +135,8 @@ class Comparison:
     vanilla: RunRecord
     drafters: list[Compared]
     skipped: list[Skipped] = field(default_factory=list)
+    # How busy the machine was while the decoders were timed (None where it cannot be read)
+    machine: Optional[LoadReading] = None
 
     @property
     def stopped(self) -> bool:
@@ -230,10 +233,12 @@ def compute_compare(hub: ModelHub, req: CompareRequest, stop: threading.Event,
     def stepped():
         progress.tokens = {lane.label: lane.tokens for lane in lanes}
 
+    meter = LoadMeter()
     try:
         run_in_turns(lanes, stop, fewest_tokens, progress.read, stepped, now)
     finally:
         progress.phase = "done"
+    machine = meter.reading()
     tok = target.tokenizer
     vanilla = record("vanilla", lanes[0].events, tok, ids)
     v_tokens = [t for ev in vanilla.events for t in ev.tokens]
@@ -247,7 +252,7 @@ def compute_compare(hub: ModelHub, req: CompareRequest, stop: threading.Event,
         for c in drafters:
             c.record.stopped = True
     return Comparison(len(ids), target.name, target.runtime.name, target.runtime.weights, tree, vanilla,
-                      drafters, skipped)
+                      drafters, skipped, machine)
 
 
 __all__ = ["COMPARED_KINDS", "COPY_ALONE", "GUMIHO_COPY", "METHOD_LABELS", "COMPARE_MAX_NEW_TOKENS", "CompareForm",

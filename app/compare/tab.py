@@ -17,7 +17,8 @@ import gradio as gr
 from ..models.hub import ModelHub
 from ..race.run import RUNS, Control, in_background, tell_place, until_ready
 from ..race.tab import RaceTab, as_given
-from ..views.render import esc, render_banner
+from ..replays import Replays, recorded_note
+from ..views.render import esc, machine_busy_note, render_banner
 from ..web.checks.forms import PAPER_SHAPE
 from ..web.shared import GENERATE, fail, placeholder, wire
 from .figures import SHORT, acceptance_lines, step_time_figure
@@ -43,7 +44,7 @@ class CompareTab:
     paper_btn: gr.Button
 
 
-def add_compare_tab(hub: ModelHub, examples: list[str], ready: bool, race: RaceTab) -> CompareTab:
+def add_compare_tab(hub: ModelHub, examples: list[str], ready: bool, race: RaceTab, replays: Replays) -> CompareTab:
     """The tab, inside the Blocks' Tabs, after the Race tab (whose tree and weights it reads)."""
     with gr.Tab("Compare drafters", id="compare"):
         gr.Markdown(INTRO)
@@ -56,6 +57,7 @@ def add_compare_tab(hub: ModelHub, examples: list[str], ready: bool, race: RaceT
                 paper_btn = gr.Button("Compare with the paper's tree", interactive=ready, size="sm",
                                       elem_id="gm-cmp-run-paper")
                 stop_btn = gr.Button("Stop", variant="stop", interactive=False, elem_id="gm-cmp-stop")
+                live_btn = gr.Button("Run it live", visible=False, size="sm", elem_id="gm-cmp-live")
         with gr.Row():
             tokens = gr.Slider(1, COMPARE_MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens", min_width=220,
                                elem_id="gm-cmp-tokens")
@@ -78,15 +80,17 @@ def add_compare_tab(hub: ModelHub, examples: list[str], ready: bool, race: RaceT
 
     controls = {"prompt": prompt, "max_new_tokens": tokens, "copy_alone": copy_alone, "gumiho_with_copy": with_copy,
                 **{name: control for name, control in race.form_controls().items() if name in RACE_FIELDS}}
-    buttons = {"run_btn": run_btn, "paper_btn": paper_btn, "stop_btn": stop_btn}
+    buttons = {"run_btn": run_btn, "paper_btn": paper_btn, "stop_btn": stop_btn, "live_btn": live_btn}
     shown = {"status": status, "findings": found, "table": table, "acc": acc, "cond": cond, "time": time_plot,
-             "text": text}
+             "text": text, "live_btn": live_btn}
     hidden = dict(show_progress="hidden", api_visibility="private")
-    for button, paper in ((run_btn, False), (paper_btn, True)):
+    # An example at the starting settings is answered from its recording (app/replays); Run it live
+    # computes the same comparison here and now.
+    for button, paper, live in ((run_btn, False, False), (paper_btn, True, False), (live_btn, False, True)):
         started = wire(button.click, start_compare, controls, {"run_id": run_id, "request": request, **buttons,
                                                                **shown}, hub, paper, concurrency_limit=None, **hidden)
-        computed = wire(started.then, compare_compute, {"run_id": run_id, "request": request}, shown, hub,
-                        concurrency_id=GENERATE, concurrency_limit=None, **hidden)
+        computed = wire(started.then, compare_compute, {"run_id": run_id, "request": request}, shown, hub, replays,
+                        live, concurrency_id=GENERATE, concurrency_limit=None, **hidden)
         wire(computed.then, end_compare, {"run_id": run_id}, buttons, hub, queue=False, **hidden)
     wire(stop_btn.click, stop_compare, {"run_id": run_id}, {"status": status}, queue=False, **hidden)
     return CompareTab(run_btn, paper_btn)
@@ -106,15 +110,22 @@ def start_compare(hub: ModelHub, paper: bool, values: dict) -> dict:
                 "paper_btn": gr.Button(interactive=False), "status": fail(e)}
     return {"run_id": RUNS.new(), "request": req, "run_btn": gr.Button(interactive=False),
             "paper_btn": gr.Button(interactive=False), "stop_btn": gr.Button(interactive=True),
+            "live_btn": gr.Button(visible=False),
             "status": render_banner("Waiting for a free slot (one generation runs at a time)…", "info"),
             "findings": "", "table": "", "text": "", "acc": acceptance_lines(None),
             "cond": acceptance_lines(None, conditional=True), "time": step_time_figure(None)}
 
 
-async def compare_compute(hub: ModelHub, values: dict):
+async def compare_compute(hub: ModelHub, replays: Replays, live: bool, values: dict):
     req = values["request"]
     if req is None:  # refused by start_compare, which said why
         yield {}
+        return
+    recorded, recorded_on = (None, "") if live else replays.recorded("compare", req)
+    if recorded is not None:
+        out = comparison_outputs(recorded)
+        out["status"] = render_banner(recorded_note(recorded_on, "comparison"), "info") + out["status"]
+        yield {**out, "live_btn": gr.Button(visible=True)}
         return
     ctl = RUNS.get(values["run_id"]) or Control()
     try:
@@ -141,7 +152,9 @@ def comparison_outputs(cmp: Comparison) -> dict:
             f"tree: {cmp.tree.total_tokens} drafted tokens to depth {cmp.tree.depth}.")
     if cmp.skipped:
         note += " Not run: " + "; ".join(f"{s.label}: {s.reason}" for s in cmp.skipped)
-    return {"status": render_banner(note, level), "findings": render_findings(cmp), "table": render_table(cmp),
+    busy = machine_busy_note(cmp.machine, "these speedups and step times cannot be trusted; tau and acceptance "
+                                          "can (they do not depend on the clock). Compare again")
+    return {"status": render_banner(note, level) + (render_banner(busy, "warn") if busy else ""), "findings": render_findings(cmp), "table": render_table(cmp),
             "acc": acceptance_lines(cmp), "cond": acceptance_lines(cmp, conditional=True),
             "time": step_time_figure(cmp), "text": render_text(cmp)}
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from gumiho import GumihoError
+from gumiho.bench.machine_load import LoadMeter, LoadReading
 from gumiho.lossless import FIRST_TOKEN_ONLY, MIN_TOKENS, LosslessCheck, lossless_check
 from gumiho.rules import EXACT, SAMPLING_RULES
 
@@ -83,6 +84,9 @@ class LosslessResult:
     model: str
     drafter: str
     texts: dict = field(default_factory=dict)  # token-id tuple -> its text as shown (unique per sequence)
+    # How busy the machine was while it sampled (None where it cannot be read): the verdict
+    # does not depend on the clock, only the time it took.
+    machine: Optional[LoadReading] = None
 
 
 @on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/models/zerogpu.py); elsewhere unchanged
@@ -97,10 +101,12 @@ def compute_lossless(hub: ModelHub, req: LosslessRequest, stop: Optional[threadi
     def step(done: int, total: int) -> None:
         progress.done, progress.total = done, total
 
+    meter = LoadMeter()
     check = lossless_check(target, ids, res.drafter, req.temperature, req.samples, req.tokens, req.rule, req.seed,
                            progress=step, stop=stop)
     return LosslessResult(check, req.prompt, target.name, res.drafter_label,
-                          sequence_texts(set(check.vanilla) | set(check.speculative), target.tokenizer))
+                          sequence_texts(set(check.vanilla) | set(check.speculative), target.tokenizer),
+                          meter.reading())
 
 
 def sequence_texts(sequences, tokenizer) -> dict:

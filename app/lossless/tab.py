@@ -11,7 +11,8 @@ from gumiho.rules import EXACT
 
 from ..models.hub import ModelHub
 from ..race.run import RUNS, Control, in_background, tell_place, until_ready
-from ..views.render import esc, render_banner
+from ..replays import Replays, recorded_note
+from ..views.render import esc, machine_busy_note, render_banner
 from ..web.shared import GENERATE, fail, placeholder, wire
 from .figures import samples_figure
 from .run import (
@@ -56,7 +57,7 @@ class LosslessTab:
     run_btn: gr.Button  # enabled by the status poll once the model is ready
 
 
-def add_lossless_tab(hub: ModelHub, examples: list[str], ready: bool) -> LosslessTab:
+def add_lossless_tab(hub: ModelHub, examples: list[str], ready: bool, replays: Replays) -> LosslessTab:
     with gr.Tab("Lossless?", id="lossless"):
         gr.Markdown(INTRO)
         with gr.Row(equal_height=True):
@@ -65,6 +66,7 @@ def add_lossless_tab(hub: ModelHub, examples: list[str], ready: bool) -> Lossles
             with gr.Column(scale=1, min_width=170):
                 run_btn = gr.Button("Run the experiment", variant="primary", interactive=ready, elem_id="gm-ll-run")
                 stop_btn = gr.Button("Stop", variant="stop", interactive=False, elem_id="gm-ll-stop")
+                live_btn = gr.Button("Run it live", visible=False, size="sm", elem_id="gm-ll-live")
         with gr.Row():
             temperature = gr.Slider(0.05, 2.0, value=0.8, step=0.05, label="Temperature", min_width=200)
             samples = gr.Slider(10, MAX_SAMPLES, value=200, step=10, label="Samples of each", min_width=200)
@@ -82,14 +84,17 @@ def add_lossless_tab(hub: ModelHub, examples: list[str], ready: bool) -> Lossles
 
     controls = {"prompt": prompt, "temperature": temperature, "samples": samples, "tokens": tokens, "rule": rule,
                 "seed": seed}
-    buttons = {"run_btn": run_btn, "stop_btn": stop_btn}
-    shown = {"status": status, "verdict": verdict, "plot": plot}
+    buttons = {"run_btn": run_btn, "stop_btn": stop_btn, "live_btn": live_btn}
+    shown = {"status": status, "verdict": verdict, "plot": plot, "live_btn": live_btn}
     hidden = dict(show_progress="hidden", api_visibility="private")
-    started = wire(run_btn.click, start_lossless, controls, {"run_id": run_id, "request": request, **buttons, **shown},
-                   concurrency_limit=None, **hidden)
-    computed = wire(started.then, lossless_compute, {"run_id": run_id, "request": request}, shown, hub,
-                    concurrency_id=GENERATE, concurrency_limit=None, **hidden)
-    wire(computed.then, end_lossless, {"run_id": run_id}, buttons, hub, queue=False, **hidden)
+    # An example at the starting settings is answered from its recording (app/replays); Run it live
+    # samples again here and now.
+    for button, live in ((run_btn, False), (live_btn, True)):
+        started = wire(button.click, start_lossless, controls, {"run_id": run_id, "request": request, **buttons,
+                                                                **shown}, concurrency_limit=None, **hidden)
+        computed = wire(started.then, lossless_compute, {"run_id": run_id, "request": request}, shown, hub, replays,
+                        live, concurrency_id=GENERATE, concurrency_limit=None, **hidden)
+        wire(computed.then, end_lossless, {"run_id": run_id}, buttons, hub, queue=False, **hidden)
     wire(stop_btn.click, stop_lossless, {"run_id": run_id}, {"status": status}, queue=False, **hidden)
     return LosslessTab(run_btn)
 
@@ -100,14 +105,21 @@ def start_lossless(values: dict) -> dict:
     except Exception as e:
         return {"run_id": "", "request": None, "run_btn": gr.Button(interactive=False), "status": fail(e)}
     return {"run_id": RUNS.new(), "request": req, "run_btn": gr.Button(interactive=False),
-            "stop_btn": gr.Button(interactive=True), "verdict": "", "plot": samples_figure(None),
+            "stop_btn": gr.Button(interactive=True), "live_btn": gr.Button(visible=False), "verdict": "",
+            "plot": samples_figure(None),
             "status": render_banner("Waiting for a free slot (one generation runs at a time)…", "info")}
 
 
-async def lossless_compute(hub: ModelHub, values: dict):
+async def lossless_compute(hub: ModelHub, replays: Replays, live: bool, values: dict):
     req = values["request"]
     if req is None:  # refused by start_lossless, which said why
         yield {}
+        return
+    recorded, recorded_on = (None, "") if live else replays.recorded("lossless", req)
+    if recorded is not None:
+        out = lossless_outputs(recorded)
+        out["status"] = render_banner(recorded_note(recorded_on, "losslessness check"), "info")
+        yield {**out, "live_btn": gr.Button(visible=True)}
         return
     ctl = RUNS.get(values["run_id"]) or Control()
     try:
@@ -139,8 +151,12 @@ def lossless_outputs(result) -> dict:
                f"p = {answer['p_value']:.3g} "
                f"({answer['sequences']} distinct sequences; {answer['pooled']} rare ones pooled). "
                f"{esc(result.check.reading(ALPHA))}</div>")
-    return {"status": render_banner(done, "info" if answer["stopped"] else "ready"), "verdict": verdict,
-            "plot": samples_figure(result)}
+    # A busy machine stretches the check's time, never its verdict (no figure of the test is a time).
+    busy = machine_busy_note(getattr(result, "machine", None), "this check's time is no guide to a quiet "
+                                                                "machine's; its verdict does not depend on the clock. "
+                                                                "Time it again")
+    return {"status": render_banner(done, "info" if answer["stopped"] else "ready")
+            + (render_banner(busy, "warn") if busy else ""), "verdict": verdict, "plot": samples_figure(result)}
 
 
 def end_lossless(hub: ModelHub, values: dict) -> dict:

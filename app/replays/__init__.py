@@ -9,8 +9,9 @@ from .store import (
     Replays,
     SharedRuns,
     machine_words,
+    recorded_note,
     request_key,
     setup_of,
 )
 
-__all__ = ["LIVE", "RECORDED", "Recordings", "Replays", "SharedRuns", "machine_words", "request_key", "setup_of"]
+__all__ = ["LIVE", "RECORDED", "Recordings", "Replays", "SharedRuns", "machine_words", "recorded_note", "request_key", "setup_of"]

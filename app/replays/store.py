@@ -148,6 +148,12 @@ class Recordings:
         return cls(setup, recorded_on, runs)
 
 
+def recorded_note(recorded_on: str, what: str) -> str:
+    """The banner of a recorded answer: it is a replay, of what, recorded where and when."""
+    return (f"Recorded on {recorded_on}: this example's {what}, computed once and shown to everyone who clicks it. "
+            f"Run it live to compute it again on this machine, now.")
+
+
 def today() -> str:
     return datetime.date.today().isoformat()
 

@@ -367,11 +367,17 @@ def predicted_line(p) -> str:
 def busy_note(result: RaceResult) -> str:
     """Why this race's speedup cannot be trusted, when the machine was busy while it was
     timed ("" when it was quiet, or when that could not be read)."""
-    m = result.machine
+    return machine_busy_note(result.machine, "this speedup cannot be trusted; tau and acceptance can (they do not "
+                                             "depend on the clock). Run the race again")
+
+
+def machine_busy_note(m, what: str) -> str:
+    """The busy sentence of every tab that times something: what the load did, and
+    ``what`` follows for this tab's figures ("" when the machine was quiet, or when its
+    load could not be read)."""
     if m is None or not m.busy:
         return ""
-    return (f"This machine was busy: {m.note()}. {BUSY_EFFECT} So this speedup cannot be trusted; tau and "
-            f"acceptance can (they do not depend on the clock). Run the race again when the machine is quiet.")
+    return f"This machine was busy: {m.note()}. {BUSY_EFFECT} So {what} when the machine is quiet."
 
 
 def runtime_note(result: RaceResult, value: float) -> str:

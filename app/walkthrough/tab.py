@@ -12,6 +12,7 @@ import gradio as gr
 from ..models.hub import ModelHub
 from ..race.run import in_background, tell_place, until_ready
 from ..race.tab import RaceTab, as_given
+from ..replays import Replays, recorded_note
 from ..views.render import render_banner
 from ..web.checks.forms import WALK_MAX_NEW_TOKENS, RaceForm
 from ..web.shared import GENERATE, Session, fail, placeholder, wire
@@ -43,7 +44,8 @@ class WalkTab:
     walk_btn: gr.Button  # enabled by the status poll once the model is ready
 
 
-def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bool, race: RaceTab) -> WalkTab:
+def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bool, race: RaceTab,
+                 replays: Replays) -> WalkTab:
     """The tab, inside the Blocks' Tabs, after the Race tab (whose settings it reads)."""
     with gr.Tab("Walkthrough", id="walk"):
         gr.Markdown("Step through one generation, **one verify step at a time**, with the Race tab's drafter. "
@@ -57,6 +59,7 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
                                    elem_id="gm-walk-tokens")
                 walk_btn = gr.Button("Generate and step through", variant="primary", interactive=ready,
                                      elem_id="gm-walk-run")
+                live_btn = gr.Button("Run it live", visible=False, size="sm", elem_id="gm-walk-live")
         with gr.Row():
             tree = gr.Radio(TREE_CHOICES, value=PAPER_TREE, label="Tree", elem_id="gm-walk-tree-choice", scale=3,
                             info="The race's tree is the one the Race tab's settings give (depth, top-k, "
@@ -91,13 +94,17 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
     quiet = dict(queue=False, show_progress="hidden", api_visibility="private")
     # The button is off while a walk runs (a second press would only queue the same walk again),
     # and back, as the model's state allows, when it has ended however it ended.
-    started = walk_btn.click(lambda: gr.Button(interactive=False), outputs=[walk_btn], **quiet)
-    ran = wire(started.then, walk_run,
-               {"prompt": prompt, "max_new_tokens": tokens, "walk_tree": tree, "temperature": temperature,
-                "seed": seed, **race_settings},
-               {"status": status, "walk": session.walk, **nav, **play}, hub,
-               concurrency_id=GENERATE, concurrency_limit=None, show_progress="hidden", api_visibility="private")
-    ran.then(lambda: gr.Button(interactive=hub.ready), outputs=[walk_btn], **quiet)
+    # An example at the starting settings is replayed from its recording (app/replays); Run it live
+    # generates the same walk here and now.
+    for button, live in ((walk_btn, False), (live_btn, True)):
+        started = button.click(lambda: (gr.Button(interactive=False), gr.Button(visible=False)),
+                               outputs=[walk_btn, live_btn], **quiet)
+        ran = wire(started.then, walk_run,
+                   {"prompt": prompt, "max_new_tokens": tokens, "walk_tree": tree, "temperature": temperature,
+                    "seed": seed, **race_settings},
+                   {"status": status, "walk": session.walk, "live_btn": live_btn, **nav, **play}, hub, replays, live,
+                   concurrency_id=GENERATE, concurrency_limit=None, show_progress="hidden", api_visibility="private")
+        ran.then(lambda: gr.Button(interactive=hub.ready), outputs=[walk_btn], **quiet)
     here = {"walk": session.walk, "slider": slider}
     wire(prev_btn.click, walk_previous, here, nav, **quiet)
     wire(next_btn.click, walk_next, here, nav, **quiet)
@@ -129,8 +136,9 @@ def _nothing() -> dict:
             "text": ""}
 
 
-async def walk_run(hub: ModelHub, values: dict):
-    """Yields the banner with the generation's progress while it runs, then the walk."""
+async def walk_run(hub: ModelHub, replays: Replays, live: bool, values: dict):
+    """Yields the banner with the generation's progress while it runs, then the walk; an
+    example at the starting settings is its recording, at once, unless ``live``."""
     progress = WalkProgress()
     try:
         given = as_given(values)
@@ -138,12 +146,19 @@ async def walk_run(hub: ModelHub, values: dict):
                                                            *WALK_FORM_FIELDS)})
         req = walk_request(form, values["walk_tree"], hub.access)
         label = TREE_LABELS[tree_choice_of(req)]
+        recorded, recorded_on = (None, "") if live else replays.recorded("walkthrough", req)
+        if recorded is not None:
+            out = _walk_outputs(recorded)
+            out["status"] = render_banner(recorded_note(recorded_on, "walk"), "info") + out["status"]
+            yield {**out, "live_btn": gr.Button(visible=True)}
+            return
         if not req.target and not hub.wait_ready(0):
             yield {"status": render_banner("Waiting for the model to finish loading…", "loading")}
             await until_ready(hub)
         stop = threading.Event()  # set if the page goes away mid-walk
         walk = None
-        async for item in in_background(lambda: compute_walk(hub, req, stop, progress), hub.submit, stop=stop, queued=tell_place(progress, hub)):
+        async for item in in_background(lambda: compute_walk(hub, req, stop, progress), hub.submit, stop=stop,
+                                        queued=tell_place(progress, hub)):
             if item is None:
                 yield {"status": render_banner(progress.text(label), "loading")}
             else:

@@ -64,9 +64,9 @@ def build_app(hub: Optional[ModelHub] = None, replays: Optional[Replays] = None)
         session = new_session()
         with gr.Tabs() as tabs:
             race = add_race_tab(hub, session, examples, ready, replays)
-            walk = add_walk_tab(hub, session, examples, ready, race)
-            compare = add_compare_tab(hub, examples, ready, race)
-            lossless = add_lossless_tab(hub, examples, ready)
+            walk = add_walk_tab(hub, session, examples, ready, race, replays)
+            compare = add_compare_tab(hub, examples, ready, race, replays)
+            lossless = add_lossless_tab(hub, examples, ready, replays)
         # A plot resizes with the window only while it is shown: one on a hidden tab keeps
         # its old width, its end cut off, when its tab comes back. A resize event once the
         # tab is shown lets every plot on it take its box's width again (in the browser alone).

@@ -49,9 +49,10 @@ def test_the_walkthroughs_button_is_off_while_a_walk_runs():
     demo, deps, by_elem = dependencies()
     button = by_elem["gm-walk-run"]
     first = [d for d in deps if [button, "click"] in [list(t) for t in d["targets"]]]
-    assert len(first) == 1 and first[0]["outputs"] == [button]
-    off = demo.fns[first[0]["id"]].fn()
-    assert isinstance(off, gr.Button) and off.interactive is False
+    # The walk's button off, and Run it live (shown after a recorded walk) hidden, at the press.
+    assert len(first) == 1 and first[0]["outputs"] == [button, by_elem["gm-walk-live"]]
+    off, live = demo.fns[first[0]["id"]].fn()
+    assert isinstance(off, gr.Button) and off.interactive is False and live.visible is False
     walk = [d for d in deps if d.get("trigger_after") == first[0]["id"]]
     assert len(walk) == 1 and button not in walk[0]["outputs"]
     after = [d for d in deps if d.get("trigger_after") == walk[0]["id"]]

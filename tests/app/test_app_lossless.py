@@ -46,9 +46,10 @@ def test_the_page_refuses_one_token_and_says_the_first_is_the_targets():
     import gradio as gr
 
     from app.lossless.tab import INTRO, add_lossless_tab
+    from app.replays import Replays
 
     with gr.Blocks():
-        add_lossless_tab(None, ["hi"], False)
+        add_lossless_tab(None, ["hi"], False, Replays(None))
         sliders = [b for b in gr.context.Context.root_block.blocks.values()
                    if isinstance(b, gr.Slider) and b.label == "First tokens"]
     assert len(sliders) == 1 and sliders[0].minimum == 2

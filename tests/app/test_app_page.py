@@ -13,6 +13,7 @@ import time
 from test_app_render import TOK
 
 from app.models.hub import ModelHub, _random_drafter
+from app.replays import Replays
 from app.views.records import DrafterLayout
 from app.views.render import render_banner
 from app.walkthrough import tab as walk_tab
@@ -110,7 +111,7 @@ def test_the_walkthrough_shows_its_progress_while_it_generates():
                       drafter="gumiho", tree_depth=3,
                       tree_top_k=2, tree_nodes=5, target="", drafter_path="", tree_cost_aware=None,
                       copy_from_context=None, tree_shape=None)
-        return [out async for out in walk_tab.walk_run(hub, values)]
+        return [out async for out in walk_tab.walk_run(hub, Replays(hub), True, values)]
 
     seen = asyncio.run(outputs())
     progress = [html.unescape(out["status"]) for out in seen[:-1]]
@@ -144,7 +145,7 @@ def test_the_race_says_it_is_reading_a_long_prompt():
 
     async def banners():
         out = []
-        async for item in race_tab.race_compute(hub, {"run_id": rid, "request": req}):
+        async for item in race_tab.race_compute(hub, Replays(hub), True, {"run_id": rid, "request": req}):
             out.append(html.unescape(str(item.get("status"))))
             if "Reading the prompt" in out[-1]:
                 said.set()

@@ -113,7 +113,7 @@ def test_only_the_documented_api_is_callable_by_name(probe_server):
 
 
 def test_a_short_or_long_race_call_answers_ok_false_or_with_defaults(probe_server):
-    """/race with some of its 14 values: the rest take their documented defaults (as
+    """/race with some of its 15 values: the rest take their documented defaults (as
     Gradio's client fills them), so a call without a prompt is answered ok: false by
     the app's own check, not by the framework's count of values."""
     base, _, _ = probe_server
@@ -122,7 +122,7 @@ def test_a_short_or_long_race_call_answers_ok_false_or_with_defaults(probe_serve
     status, answer = call(base, "race", ["Hello", 3, 0.0])
     assert status == 200 and answer[0]["ok"] and answer[0]["vanilla"]["new_tokens"] == 3
     status, answer = call(base, "race", ["Hello"] + [0] * 20)
-    assert status == 422 and answer["ok"] is False and "at most 14 values" in answer["message"]
+    assert status == 422 and answer["ok"] is False and "at most 15 values" in answer["message"]
     no_framework_words(json.dumps(answer))
 
 
@@ -144,8 +144,8 @@ def test_a_walkthrough_call_answers_its_steps_or_ok_false(probe_server):
         assert all(0 <= n["parent"] < i for i, n in enumerate(nodes) if i), nodes  # parents come first
         assert len(step["accepted_nodes"]) == step["accepted_length"]
         assert len(step["target_choices"]) == step["accepted_length"] + 1  # the last is the bonus token
-    status, answer = call(base, "walkthrough", ["Hello"] + [0] * 6)
-    assert status == 422 and "at most 6 values" in answer["message"]
+    status, answer = call(base, "walkthrough", ["Hello"] + [0] * 7)
+    assert status == 422 and "at most 7 values" in answer["message"]
     no_framework_words(json.dumps(answer))
 
 

@@ -221,3 +221,51 @@ def test_a_recording_that_names_code_outside_a_result_is_refused(tmp_path):
     with gzip.open(path, "wb") as f:
         pickle.dump({"setup": {}, "recorded_on": "x", "runs": {"race:{}": Calls()}}, f)
     assert len(Recordings.load(str(path), {})) == 0
+
+
+def _drain(gen) -> list:
+    async def go():
+        return [out async for out in gen]
+    return asyncio.run(asyncio.wait_for(go(), 60))
+
+
+def test_every_tab_replays_a_recorded_example_at_once_and_offers_it_live(hub, tmp_path):
+    """The walkthrough, the comparison and the losslessness check of an example, as the
+    recording command makes them, are shown at once (the model thread held all along),
+    said to be recorded, with Run it live shown."""
+    from app.compare.tab import compare_compute
+    from app.lossless.tab import lossless_compute
+    from app.race.run import RUNS
+    from app.walkthrough.tab import walk_run
+
+    prompt = "Hello there"
+    rec = Recordings(setup_of(hub), "Test CPU, 2 cores on 2026-12-07")
+    made = {}
+    for kind, req, compute in example_requests(prompt, None):
+        if kind == "lossless":
+            req = dataclasses.replace(req, samples=20)
+        if kind == "race" or (kind == "walkthrough" and req.settings.temperature > 0):
+            continue
+        rec.add(kind, req, hub.submit(lambda: compute(hub, req, threading.Event())).result(timeout=120))
+        made[kind] = req
+    path = str(tmp_path / "examples.pkl.gz")
+    rec.save(path)
+    replays = Replays(hub, path)
+    gate = threading.Event()
+    hub.submit(gate.wait)
+    try:
+        outs = {"compare": _drain(compare_compute(hub, replays, False, {"request": made["compare"],
+                                                                        "run_id": RUNS.new()})),
+                "lossless": _drain(lossless_compute(hub, replays, False, {"request": made["lossless"],
+                                                                          "run_id": RUNS.new()}))}
+        walk_values = {"prompt": prompt, "max_new_tokens": 24, "walk_tree": "paper", "temperature": 0.0, "seed": 0,
+                       "drafter": "gumiho", "tree_depth": None, "tree_top_k": None, "tree_nodes": None,
+                       "target": "", "drafter_path": "", "tree_cost_aware": None, "copy_from_context": None,
+                       "tree_shape": SIZED_SHAPE, "tree_touched": False}
+        outs["walkthrough"] = _drain(walk_run(hub, replays, False, walk_values))
+    finally:
+        gate.set()
+    for kind, out in outs.items():
+        assert len(out) == 1, kind  # one answer, no waiting
+        assert "Recorded on Test CPU" in out[0]["status"], kind
+        assert out[0]["live_btn"].constructor_args.get("visible") is True, kind

@@ -17,7 +17,7 @@ from ..models.hub import ModelHub
 from ..models.worker import waiting_text
 from ..models.zerogpu import on_gpu
 from ..views.render import visible
-from ..web.checks.forms import check_prompt, check_prompt_length, real, text_field, whole
+from ..web.checks.forms import MAX_TEMPERATURE, check_prompt, check_prompt_length, real, text_field, whole
 
 MAX_SAMPLES = 1000  # per arm: about 4 minutes on two CPU cores for 2 tokens
 MAX_TOKENS = 3
@@ -51,7 +51,8 @@ class LosslessRequest:
 
 def parse_lossless(form: LosslessForm) -> LosslessRequest:
     prompt = check_prompt(form.prompt)
-    temperature = real(form.temperature, "Temperature", 0.0, 2.0, "above 0 and at most 2 (the experiment samples)",
+    temperature = real(form.temperature, "Temperature", 0.0, MAX_TEMPERATURE,
+                       f"above 0 and at most {MAX_TEMPERATURE:g} (the experiment samples)",
                        lo_open=True)
     samples = whole(form.samples, "Samples", 10, MAX_SAMPLES)
     tokens = whole(form.tokens, "Tokens", 1, MAX_TOKENS, f"a whole number from {MIN_TOKENS} to {MAX_TOKENS}")

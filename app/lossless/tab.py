@@ -13,6 +13,7 @@ from ..models.hub import ModelHub
 from ..race.run import RUNS, Control, in_background, tell_place, until_ready
 from ..replays import Replays, recorded_note
 from ..views.render import esc, machine_busy_note, render_banner
+from ..web.checks.forms import MAX_TEMPERATURE
 from ..web.shared import GENERATE, fail, placeholder, wire
 from .figures import samples_figure
 from .run import (
@@ -68,7 +69,7 @@ def add_lossless_tab(hub: ModelHub, examples: list[str], ready: bool, replays: R
                 stop_btn = gr.Button("Stop", variant="stop", interactive=False, elem_id="gm-ll-stop")
                 live_btn = gr.Button("Run it live", visible=False, size="sm", elem_id="gm-ll-live")
         with gr.Row():
-            temperature = gr.Slider(0.05, 2.0, value=0.8, step=0.05, label="Temperature", min_width=200)
+            temperature = gr.Slider(0.05, MAX_TEMPERATURE, value=0.8, step=0.05, label="Temperature", min_width=200)
             samples = gr.Slider(10, MAX_SAMPLES, value=200, step=10, label="Samples of each", min_width=200)
             tokens = gr.Slider(MIN_TOKENS, MAX_TOKENS, value=2, step=1, label="First tokens", min_width=160,
                                info="2 at least: the first is the target's own")

@@ -24,6 +24,7 @@ from ..web.checks.forms import (
     COPY_DEFAULT,
     DEVICE_TREE,
     MAX_NEW_TOKENS,
+    MAX_TEMPERATURE,
     MAX_TREE_DEPTH,
     MAX_TREE_NODES,
     MAX_TREE_TOP_K,
@@ -159,7 +160,7 @@ def _settings(hub: ModelHub) -> dict:
     with gr.Accordion("Settings", open=False):
         with gr.Row():
             max_new = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens")
-            temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
+            temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=0.0, step=0.05, label="Temperature (0 = greedy)")
             top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
             # No minimum here: the framework's own check of it would end the run's chain of
             # events midway and leave the page waiting; parse_request says what is wrong.

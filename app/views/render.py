@@ -8,7 +8,6 @@ drafter's own layout); the classes (``h-serial``, ``h-mlp``, ``h-target``,
 """
 from __future__ import annotations
 
-import html
 from typing import Iterable, Optional
 
 from gumiho import metrics
@@ -16,18 +15,10 @@ from gumiho.bench.machine_load import BUSY_EFFECT
 from gumiho.heads import HeadFamily
 
 from . import palette
+from .escape import esc
 from .heads import HEAD_LABELS, head_label
+from .provenance import provenance, share_line
 from .records import DrafterLayout, RaceResult, RunRecord, StepView, TokenView
-
-_EXTRA = {"$": "&#36;", "{": "&#123;", "}": "&#125;", "`": "&#96;", "\\": "&#92;"}
-
-
-def esc(text) -> str:
-    """Escape text for HTML content and attribute values."""
-    out = html.escape(str(text), quote=True)
-    for ch, ent in _EXTRA.items():
-        out = out.replace(ch, ent)
-    return out
 
 
 def esc_plot(text) -> str:
@@ -328,27 +319,6 @@ def render_result(result: Optional[RaceResult]) -> str:
             f'<span class="big">Speedup {value:.2f}×</span> '
             f"Gumiho was {shown:.2f}× {word} than vanilla ({esc(detail)}).{esc(same)}"
             f"{predicted_line(result.prediction)}{warning}{more}{share_line(result)}</div>")
-
-
-def provenance(result: RaceResult) -> str:
-    """A recorded race says so first: where and when it was timed (a replay is honest
-    only when it says it is one); *Run it live* times it again here."""
-    if not result.recorded_on:
-        return ""
-    return (f'<div class="gm-recorded" role="note">Recorded on {esc(result.recorded_on)}, replayed at its recorded '
-            f"pace: the same race for everyone who clicks this example. <b>Run it live</b> to time it on this "
-            f"machine now.</div>")
-
-
-def share_line(result: RaceResult) -> str:
-    """A live race's link: the page's own address with the run's id (a relative link,
-    so it is right on a Space and on a laptop alike); whoever opens it sees this race
-    replayed."""
-    if not result.run_id or result.recorded_on:
-        return ""
-    return (f'<div class="gm-share">Share this race: <a href="?run={esc(result.run_id)}" target="_blank" '
-            f'rel="noopener" id="gm-share-link">link to this run</a> (it replays this race, as timed here, for '
-            f"anyone who opens it).</div>")
 
 
 def predicted_line(p) -> str:

@@ -14,7 +14,7 @@ from ..race.run import in_background, tell_place, until_ready
 from ..race.tab import RaceTab, as_given
 from ..replays import Replays, recorded_note
 from ..views.render import render_banner
-from ..web.checks.forms import WALK_MAX_NEW_TOKENS, RaceForm
+from ..web.checks.forms import MAX_TEMPERATURE, WALK_MAX_NEW_TOKENS, RaceForm
 from ..web.shared import GENERATE, Session, fail, placeholder, wire
 from .acceptance_panel import acceptance_panel
 from .steps import (
@@ -64,7 +64,9 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
             tree = gr.Radio(TREE_CHOICES, value=PAPER_TREE, label="Tree", elem_id="gm-walk-tree-choice", scale=3,
                             info="The race's tree is the one the Race tab's settings give (depth, top-k, "
                                  "node budget, sized by cost or not).")
-            temperature = gr.Slider(0.0, 1.5, value=0.0, step=0.05, label="Temperature (0 = greedy)", scale=2,
+            # The one bound every temperature of the app has (app.web.checks.forms.MAX_TEMPERATURE).
+            temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=0.0, step=0.05, label="Temperature (0 = greedy)",
+                                    scale=2,
                                     elem_id="gm-walk-temperature", min_width=200)
             seed = gr.Number(0, precision=0, label="Seed (sampling)", scale=1, min_width=120,
                              elem_id="gm-walk-seed")

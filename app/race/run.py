@@ -353,10 +353,11 @@ def tell_place(progress, hub: ModelHub) -> Callable[[object], None]:
     return queued
 
 
-async def on_model_thread(fn, submit, stop: Optional[threading.Event] = None):
+async def on_model_thread(fn, submit, stop: Optional[threading.Event] = None,
+                          queued: Optional[Callable[[object], None]] = None):
     """``fn()`` run on the model thread, awaited; cancelled as :func:`in_background` is."""
     result = None
-    async for item in in_background(fn, submit, stop, poll_s=3600):
+    async for item in in_background(fn, submit, stop, poll_s=3600, queued=queued):
         result = item
     return result
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import time
 import uuid
 from typing import Optional
 
@@ -140,8 +141,17 @@ async def answer(hub: ModelHub, replays: Replays, kind: str, req, live: bool, co
     if recorded is not None:
         return {**summarize(recorded), "source": RECORDED, "recorded_on": recorded_on}
     stop = threading.Event()
-    result = await on_model_thread(lambda: compute(stop), hub.submit, stop)
-    return {**summarize(result), "source": LIVE}
+    line = {}
+
+    def queued(future) -> None:  # where the run stood when it joined the model thread's line
+        place = hub.place(future)
+        line.update(ahead_at_arrival=place.ahead if place else 0,
+                    expected_wait_s=round(place.wait_s, 2) if place else 0.0, since=time.monotonic())
+
+    result = await on_model_thread(lambda: compute(stop), hub.submit, stop, queued)
+    waited = round(time.monotonic() - line.pop("since"), 2) if "since" in line else None
+    # "queue": the runs ahead when it arrived, the wait then expected, and the seconds to the answer.
+    return {**summarize(result), "source": LIVE, "queue": {**line, "answered_after_s": waited}}
 
 
 async def api_race(hub: ModelHub, form: RaceForm, replays: Optional[Replays] = None, live: bool = False) -> dict:

@@ -122,6 +122,9 @@ def summary(load: dict, alone: list[dict], rss: tuple[float, float]) -> dict:
         "live_answered": sum(1 for r in runs if r.get("ok")),
         "live_refused": sum(1 for r in runs if not r.get("ok")),
         "live_seconds": [round(r["seconds"], 2) for r in runs],
+        # Where each live run stood when it joined the line, the wait the server then expected, and
+        # the seconds to its answer (the API's "queue"; a page shows the same in its banner).
+        "live_queue": [r.get("queue") for r in runs],
         "live_texts_identical": [bool(r.get("ok")) and r["vanilla"]["tokens"] == r["gumiho"]["tokens"] for r in runs],
         "live_speedup_at_once": [x for x, _ in pairs],
         "live_speedup_alone": [y for _, y in pairs],

@@ -172,6 +172,8 @@ def test_a_recorded_example_is_answered_at_once_and_says_so(hub, tmp_path):
     assert out["vanilla"]["tokens"] == live["vanilla"]["tokens"] == out["gumiho"]["tokens"]
     again = asyncio.run(layout.api_race(hub, form, replays, live=True))
     assert again["source"] == LIVE
+    assert set(again["queue"]) == {"ahead_at_arrival", "expected_wait_s", "answered_after_s"}
+    assert again["queue"]["answered_after_s"] >= 0
     shared = replays.shared.get(again["run_id"], "race")
     assert shared is not None and [t for e in shared.gumiho.events for t in e.tokens] == again["gumiho"]["tokens"]
     # The page says a replay is one, and a live race gives its link.

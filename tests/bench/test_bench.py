@@ -251,7 +251,9 @@ def test_cli_end_to_end(tmp_path, tiny_model_folder, capsys):
     assert rec["methods"]["gumiho"]["tree"]["serial_top_k"] == 2  # --top-k reached the tree that ran
     # No drafter fits a random model: the fallback is loud, on screen and in the JSON.
     assert rec["methods"]["gumiho"]["random_drafter"] is True and rec["drafter"].startswith("random-weights")
-    assert len(rec["warnings"]) == 2 and "RANDOM-WEIGHT" in cap.err
+    # The two random-weight fallbacks; a third, when the machine running the suite is busy, names it.
+    loud = [w for w in rec["warnings"] if "machine was busy" not in w]
+    assert len(loud) == 2 and "RANDOM-WEIGHT" in cap.err, rec["warnings"]
     assert "speedup" in cap.out and "6/6" in cap.out
 
 

@@ -62,7 +62,9 @@ def build_app(hub: Optional[ModelHub] = None, replays: Optional[Replays] = None)
     with gr.Blocks(title="Gumiho speculative decoding") as demo:
         status = add_status(hub)
         session = new_session()
-        with gr.Tabs() as tabs:
+        # Tabs that do not fit the width wrap onto another row (issue 76: at 390 px Compare
+        # and Lossless? hid behind the framework's "More tabs" menu).
+        with gr.Tabs(overflow_behavior="wrap") as tabs:
             race = add_race_tab(hub, session, examples, ready, replays)
             walk = add_walk_tab(hub, session, examples, ready, race, replays)
             compare = add_compare_tab(hub, examples, ready, race, replays)

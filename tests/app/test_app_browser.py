@@ -21,7 +21,7 @@ CHROMIUM = "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"headless browser test needs Chromium at {CHROMIUM} (apt-get install chromium)",
                 allow_module_level=True)
-from narrow_checks import outside_plots, sideways, squeezed  # noqa: E402
+from narrow_checks import outside_plots, sideways, squeezed, squeezed_labels, unreachable_cells  # noqa: E402
 from playwright import sync_api  # noqa: E402  (requirements-dev.txt)
 from test_figures_browser import OVERLAPS  # noqa: E402
 
@@ -475,6 +475,19 @@ def test_bad_seed_hostile_text_and_stop_leave_the_page_usable(server, browser):
     page.close()
 
 
+def sampled_walk(page, tokens: int) -> None:
+    """A walk of a short poem at temperature 0.8 with at most ``tokens`` tokens, up to its
+    first step's acceptance test."""
+    page.click("button[role=tab]:has-text('Walkthrough')")
+    page.wait_for_selector("#gm-walk-run:not([disabled])", timeout=30_000)
+    page.fill("#gm-walk-prompt textarea", "Write a short poem about the sea.")
+    for box, value in (("#gm-walk-temperature", 0.8), ("#gm-walk-tokens", tokens)):
+        page.fill(f"{box} input[type=number]", str(value))
+        page.press(f"{box} input[type=number]", "Enter")
+    page.click("#gm-walk-run")
+    page.wait_for_selector("#gm-walk-test .walk-test-table", timeout=RUN_S)
+
+
 def test_sampling_views_the_acceptance_test_the_lossless_check_and_what_if(server, browser):
     """Issue 70 in the browser, at 1280 and 390 px: the walkthrough above temperature 0
     shows each checked token's test (p and q bars, the draw, the verdict) and the residual
@@ -483,13 +496,7 @@ def test_sampling_views_the_acceptance_test_the_lossless_check_and_what_if(serve
     page = browser.new_page(viewport={"width": WIDTHS[0], "height": 1000})
     page.goto(server.url)
     page.wait_for_selector("#gm-run:not([disabled])", timeout=MODEL_READY_S)
-    page.click("button[role=tab]:has-text('Walkthrough')")
-    page.fill("#gm-walk-prompt textarea", "Write a short poem about the sea.")
-    for box, value in (("#gm-walk-temperature", 0.8), ("#gm-walk-tokens", 10)):
-        page.fill(f"{box} input[type=number]", str(value))
-        page.press(f"{box} input[type=number]", "Enter")
-    page.click("#gm-walk-run")
-    page.wait_for_selector("#gm-walk-test .walk-test-table", timeout=RUN_S)
+    sampled_walk(page, tokens=10)
     assert page.locator("#gm-walk-test .walk-test[data-temperature='0.8']").count() == 1
     rows = page.locator("#gm-walk-test tr[data-state]")
     assert rows.count() >= 1 and page.locator("#gm-walk-test .walk-bar.p").count() == rows.count()
@@ -536,4 +543,81 @@ def test_sampling_views_the_acceptance_test_the_lossless_check_and_what_if(serve
     page.set_viewport_size({"width": 390, "height": 1000})
     page.wait_for_timeout(400)
     check_fits_the_width(page)
+    page.close()
+
+
+def check_a_phone_reaches_everything(page, tab: str) -> None:
+    """Issue 76 at 390 px: every table cell shown can be scrolled into view (the page hid
+    the Compare table's last five columns), no control's label is narrower than its first
+    word ("Also: copying alone" drawn as "Als / cop / alc"), and the page never scrolls
+    sideways."""
+    assert not unreachable_cells(page), (tab, unreachable_cells(page)[:6])
+    assert not squeezed_labels(page), (tab, squeezed_labels(page)[:6])
+    assert sideways(page) <= 0, (tab, sideways(page))
+
+
+def check_first_column_stays(page, box: str) -> None:
+    """A wide table's box scrolled to its end: the last column in view, the first still at
+    the box's left edge (the decoder or depth each row is about)."""
+    found = page.evaluate("""sel => { const t = document.querySelector(sel); let box = t.parentElement;
+        while (box && !['auto', 'scroll'].includes(getComputedStyle(box).overflowX)) box = box.parentElement;
+        if (!box) return null;
+        box.scrollLeft = box.scrollWidth;
+        const b = box.getBoundingClientRect(), row = t.querySelector('tr');
+        const first = row.firstElementChild.getBoundingClientRect(), last = row.lastElementChild.getBoundingClientRect();
+        const out = [box.scrollWidth > box.clientWidth, Math.round(first.left - b.left), Math.round(b.right - last.right)];
+        box.scrollLeft = 0; return out; }""", box)
+    assert found is not None, f"{box}: no box of its own that scrolls sideways"
+    wider, first_off, last_off = found
+    if wider:
+        assert abs(first_off) <= 1 and last_off >= -1, (box, found)
+
+
+def test_every_tab_on_a_phone(server, browser):
+    """Issue 76, item 3, at a phone's 390 px: all four tabs in the tab row (none behind a
+    "More tabs" menu); on each tab no table cell out of reach and no label squeezed, the
+    Compare and Walkthrough tables checked after a short run each, their first column kept
+    in view while the rest scrolls; the walkthrough's rejected drafts readable, not slivers."""
+    page = browser.new_page(viewport={"width": 390, "height": 1000})
+    page.goto(server.url)
+    page.wait_for_selector("#gm-run:not([disabled])", timeout=MODEL_READY_S)
+    tabs = page.locator("button[role=tab]")
+    assert [t.inner_text() for t in tabs.all() if t.is_visible()] == \
+        ["Race", "Walkthrough", "Compare drafters", "Lossless?"]
+    assert not page.locator("button[aria-label='More tabs']").is_visible()
+    check_a_phone_reaches_everything(page, "Race")
+
+    page.click("button[role=tab]:has-text('Compare drafters')")
+    page.wait_for_selector("#gm-cmp-run:not([disabled])", timeout=30_000)
+    check_a_phone_reaches_everything(page, "Compare, before a run")
+    page.fill("#gm-cmp-prompt textarea", "Name three colours.")
+    box = page.locator("#gm-cmp-tokens input[type=number]")
+    box.fill("8")
+    box.press("Enter")
+    page.click("#gm-cmp-run")
+    page.wait_for_selector("#gm-cmp-table table", timeout=RUN_S)
+    page.wait_for_selector("#gm-cmp-run:not([disabled])", timeout=RUN_S)
+    page.wait_for_timeout(600)  # the plots' relayout
+    assert page.locator("#gm-cmp-table th").count() == 10
+    check_a_phone_reaches_everything(page, "Compare")
+    check_first_column_stays(page, "#gm-cmp-table table")
+    os.makedirs(SHOTS, exist_ok=True)
+    page.screenshot(path=os.path.join(SHOTS, "phone_compare_390.png"), full_page=True)
+
+    sampled_walk(page, tokens=8)
+    page.wait_for_selector("#gm-walk-head .walk-head", timeout=RUN_S)
+    page.wait_for_timeout(600)
+    check_a_phone_reaches_everything(page, "Walkthrough")
+    check_first_column_stays(page, "#gm-walk-table table")
+    check_first_column_stays(page, "#gm-walk-test table")
+    ghosts = page.evaluate("""() => [...document.querySelectorAll('#gm-walk-text s.ghost')].map(g =>
+        [g.textContent, g.getBoundingClientRect().width, parseFloat(getComputedStyle(g).fontSize)])""")
+    assert ghosts, "the current step shows its rejected drafts"
+    small = [(text, round(w, 1), size) for text, w, size in ghosts if size < 13 or w < 10]
+    assert not small, small
+    page.screenshot(path=os.path.join(SHOTS, "phone_walkthrough_390.png"), full_page=True)
+
+    page.click("button[role=tab]:has-text('Lossless?')")
+    page.wait_for_selector("#gm-ll-run:not([disabled])", timeout=30_000)
+    check_a_phone_reaches_everything(page, "Lossless?")
     page.close()

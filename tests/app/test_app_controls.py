@@ -76,3 +76,17 @@ def test_a_cost_typed_beyond_its_track_passes_gradios_own_processing():
     out = asyncio.run(demo.process_api(block_fn=demo.fns[dep["id"]], inputs=inputs, state=SessionState(demo)))
     html = out["data"][0]
     assert "Predicted speedup" in html and "Verify 25 lies beyond its slider" in html, html
+
+
+def test_the_guard_lets_a_figure_beyond_its_track_through_and_nothing_else():
+    """The page's events pass the server's guard (app.web.checks) before Gradio: a What if?
+    figure typed beyond its track must pass there too, or the page shows "Error" (a 422)
+    although the handler would have said it in words."""
+    from app.views.sliders import FigureSlider
+    from app.web.checks.fields import problem
+
+    with gr.Blocks():
+        verify = FigureSlider(0.1, 10, value=1.0)
+    assert problem(verify, 25) is None and problem(verify, 2.5) is None
+    for wrong in (None, "3", True, [], float("nan")):
+        assert problem(verify, wrong) == "a number", wrong

@@ -58,6 +58,8 @@ def problem(block, value) -> Optional[str]:
         return None if isinstance(value, bool) else "true or false"
     if kind == "Textbox":  # null: a box the page left empty (the app's checks name what is missing)
         return None if value is None or isinstance(value, str) else "text"
+    if kind == "FigureSlider":  # What if?'s figures: any finite number, the handler says when beyond the track
+        return None if is_number(value) else "a number"
     if kind in ("Slider", "Number"):
         if value is None and kind == "Number":  # an emptied number box; the app's checks name it
             return None

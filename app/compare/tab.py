@@ -15,6 +15,7 @@ from typing import Optional
 import gradio as gr
 
 from ..models.hub import ModelHub
+from ..models.worker import work_of
 from ..race.run import RUNS, Control, in_background, tell_place, until_ready
 from ..race.tab import RaceTab, as_given
 from ..replays import Replays, recorded_note
@@ -135,7 +136,8 @@ async def compare_compute(hub: ModelHub, replays: Replays, live: bool, values: d
         progress = CompareProgress()
         result = None
         async for item in in_background(lambda: compute_compare(hub, req, ctl.stop, progress), hub.submit,
-                                        stop=ctl.stop, queued=tell_place(progress, hub)):
+                                        stop=ctl.stop, queued=tell_place(progress, hub),
+                                        size=work_of("compare", req)):
             if item is None:
                 yield {"status": render_banner(progress.text(), "loading")}
             else:

@@ -10,6 +10,7 @@ import gradio as gr
 from gumiho.rules import EXACT
 
 from ..models.hub import ModelHub
+from ..models.worker import work_of
 from ..race.run import RUNS, Control, in_background, tell_place, until_ready
 from ..replays import Replays, recorded_note
 from ..views.render import esc, machine_busy_note, render_banner
@@ -130,7 +131,8 @@ async def lossless_compute(hub: ModelHub, replays: Replays, live: bool, values: 
         progress = LosslessProgress()
         result = None
         async for item in in_background(lambda: compute_lossless(hub, req, ctl.stop, progress), hub.submit,
-                                        stop=ctl.stop, queued=tell_place(progress, hub)):
+                                        stop=ctl.stop, queued=tell_place(progress, hub),
+                                        size=work_of("lossless", req)):
             if item is None:
                 yield {"status": render_banner(progress.text(), "loading")}
             else:

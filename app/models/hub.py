@@ -203,9 +203,10 @@ class ModelHub:
             self._worker.submit(self._load_default, measured=False)
         return self
 
-    def submit(self, fn) -> Future:
-        """Run ``fn()`` on the model thread (after whatever is already queued there)."""
-        return self._worker.submit(fn)
+    def submit(self, fn, size: float = 128.0) -> Future:
+        """Run ``fn()`` on the model thread (after whatever is already queued there);
+        ``size``: its work, the tokens all its lanes write (app.models.worker)."""
+        return self._worker.submit(fn, size=size)
 
     def close(self, wait_s: float = 0.0) -> bool:
         """End the model thread once its running job (if any) is done; what still waits

@@ -18,8 +18,9 @@ BUSY = ("The server is busy: {n} requests are already waiting for the model, the
 # How many finished jobs the expected wait is averaged over: recent enough to follow a
 # class's prompts, long enough that one odd run does not swing it.
 RECENT_RUNS = 20
-# The expected length of a run before any has been measured (a 64-token race on two cores).
-FIRST_GUESS_S = 20.0
+# The expected seconds per unit of work (a token of a lane) before any run has been measured:
+# a 64-token race (128 lane tokens) in 20 s on two cores.
+FIRST_GUESS_S = 20.0 / 128
 
 
 @dataclass
@@ -53,8 +54,9 @@ class ModelThread:
         self._jobs: "deque[tuple[Future, object]]" = deque()
         self._cv = threading.Condition()
         self.max_waiting = max_waiting
-        self._running: "tuple[Future, float] | None" = None  # the job on the thread, and when it started
-        self._recent: "deque[float]" = deque(maxlen=RECENT_RUNS)  # the last finished jobs' seconds
+        # The job on the thread, when it started and its size (its units of work).
+        self._running: "tuple[Future, float, float] | None" = None
+        self._recent: "deque[tuple[float, float]]" = deque(maxlen=RECENT_RUNS)  # the last jobs' (seconds, size)
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="gumiho-model", daemon=True)
         self._thread.start()
@@ -81,33 +83,40 @@ class ModelThread:
         with self._cv:
             return sum(1 for f, *_ in self._jobs if not f.cancelled())
 
-    def run_s(self) -> float:
-        """The expected length of one job: the mean of the recent ones (the mean, not
-        the median, because a waiting visitor waits for the sum of the runs ahead)."""
+    def run_s(self, size: float = 1.0) -> float:
+        """The expected seconds of a job of ``size`` units: the recent jobs' seconds over
+        their units, a ratio of sums (a mean, not a median: a waiting visitor waits for
+        the sum of the runs ahead), so that a short warm-up and a long race each count
+        for the work they did."""
         with self._cv:
-            return sum(self._recent) / len(self._recent) if self._recent else FIRST_GUESS_S
+            seconds, units = sum(s for s, _ in self._recent), sum(u for _, u in self._recent)
+        return size * (seconds / units if units > 0 else FIRST_GUESS_S)
 
     def place(self, future: Future) -> "Place | None":
         """Where ``future``'s job stands; None once it is done or was never here.
         The wait counts every job ahead at the expected length, less what the
         running one has already taken (never below a tenth of a run: it may overrun)."""
-        run_s = self.run_s()
+        rate = self.run_s()
         with self._cv:
             if self._running is not None and self._running[0] is future:
                 return Place(0, 0.0)
-            live = [f for f, *_ in self._jobs if not f.cancelled()]
-            if future not in live:
+            live = [(f, size) for f, _, _, size in self._jobs if not f.cancelled()]
+            index = next((i for i, (f, _) in enumerate(live) if f is future), None)
+            if index is None:
                 return None
-            ahead = live.index(future)
-            wait = ahead * run_s
+            ahead = index
+            wait = rate * sum(size for _, size in live[:index])
             if self._running is not None:
                 ahead += 1
-                wait += max(run_s - (time.monotonic() - self._running[1]), 0.1 * run_s)
+                expected = rate * self._running[2]
+                wait += max(expected - (time.monotonic() - self._running[1]), 0.1 * expected)
             return Place(ahead, wait)
 
-    def submit(self, fn, measured: bool = True) -> Future:
+    def submit(self, fn, measured: bool = True, size: float = 128.0) -> Future:
         """Queue ``fn``; ``measured``: whether its time counts toward the expected
-        length of a run (a model's load does not: it is not what visitors wait for)."""
+        length of a run (a model's load does not: it is not what visitors wait for);
+        ``size``: its work in units the app's runs share (the tokens all its lanes
+        write), which the expected wait scales with (default: a 64-token race's)."""
         future: Future = Future()
         with self._cv:
             if self._closed:
@@ -116,7 +125,8 @@ class ModelThread:
             if len(live) >= self.max_waiting:
                 raise GumihoError(BUSY.format(n=len(live)))
             self._jobs = deque(live)
-            self._jobs.append((future, functools.partial(contextvars.copy_context().run, fn), measured))
+            self._jobs.append((future, functools.partial(contextvars.copy_context().run, fn), measured,
+                               max(float(size), 1e-6)))
             self._cv.notify()
         return future
 
@@ -130,12 +140,12 @@ class ModelThread:
                     self._cv.wait()
                 if self._closed:
                     return
-                future, fn, measured = self._jobs.popleft()
+                future, fn, measured, size = self._jobs.popleft()
             if not future.set_running_or_notify_cancel():
                 continue
             started = time.monotonic()
             with self._cv:
-                self._running = (future, started)
+                self._running = (future, started, size)
             try:
                 future.set_result(fn())
             except BaseException as e:  # handed to whoever waits on the future
@@ -144,7 +154,17 @@ class ModelThread:
                 with self._cv:
                     self._running = None
                     if measured:
-                        self._recent.append(time.monotonic() - started)
+                        self._recent.append((time.monotonic() - started, size))
+
+
+def work_of(kind: str, req) -> float:
+    """A checked request's size for the line's expected waits: the tokens all its lanes
+    write (a race two lanes, a comparison one per decoder, the losslessness check two
+    samples of its first tokens per draw, a walkthrough one lane)."""
+    if kind == "lossless":
+        return 2.0 * req.samples * req.tokens
+    lanes = {"race": 2, "walkthrough": 1}.get(kind) or 1 + len(getattr(req, "methods", ()))
+    return float(lanes * req.settings.max_new_tokens)
 
 
 def waiting_text(place) -> str:

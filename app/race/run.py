@@ -316,7 +316,8 @@ def fastest_run(target: Target, ids: list[int], settings: GenerationSettings, st
 
 
 async def in_background(fn, submit, stop: Optional[threading.Event] = None, poll_s: float = 0.5,
-                        queued: Optional[Callable[[object], None]] = None) -> AsyncIterator[Optional[object]]:
+                        queued: Optional[Callable[[object], None]] = None,
+                        size: Optional[float] = None) -> AsyncIterator[Optional[object]]:
     """Run ``fn()`` through ``submit`` (the model thread: ``ModelHub.submit``);
     yield None every ``poll_s`` while it runs (so the caller can show progress),
     then its result as the last item. Its exception, if any, is raised here.
@@ -326,8 +327,9 @@ async def in_background(fn, submit, stop: Optional[threading.Event] = None, poll
     close of this generator. Either way the job is taken off the model thread's
     queue if it has not started, and ``stop`` is set so that a running one ends
     at its next step, which frees the model for the next request. ``queued(future)``
-    is told the job's future as soon as it is in the model thread's line."""
-    future = submit(fn)
+    is told the job's future as soon as it is in the model thread's line; ``size``, the
+    job's work (app.models.worker.work_of), scales the waits the line expects."""
+    future = submit(fn) if size is None else submit(fn, size=size)
     if queued is not None:
         queued(future)
     waiting = asyncio.wrap_future(future)
@@ -354,10 +356,10 @@ def tell_place(progress, hub: ModelHub) -> Callable[[object], None]:
 
 
 async def on_model_thread(fn, submit, stop: Optional[threading.Event] = None,
-                          queued: Optional[Callable[[object], None]] = None):
+                          queued: Optional[Callable[[object], None]] = None, size: Optional[float] = None):
     """``fn()`` run on the model thread, awaited; cancelled as :func:`in_background` is."""
     result = None
-    async for item in in_background(fn, submit, stop, poll_s=3600, queued=queued):
+    async for item in in_background(fn, submit, stop, poll_s=3600, queued=queued, size=size):
         result = item
     return result
 

@@ -17,6 +17,7 @@ import gradio as gr
 from gumiho import CopySettings
 
 from ..models.hub import ModelHub
+from ..models.worker import work_of
 from ..replays import Replays
 from ..views.records import DrafterLayout, RaceResult
 from ..views.render import render_banner, render_legend, render_run, render_stats
@@ -335,7 +336,8 @@ async def race_compute(hub: ModelHub, replays: Replays, live: bool, values: dict
         progress = Progress()
         result = None
         async for item in in_background(lambda: compute_race(hub, req, ctl.stop, progress), hub.submit,
-                                        stop=ctl.stop, queued=tell_place(progress, hub)):
+                                        stop=ctl.stop, queued=tell_place(progress, hub),
+                                        size=work_of("race", req)):
             if item is None:
                 yield {"race": None, "status": render_banner(progress.text(), "loading")}
             else:

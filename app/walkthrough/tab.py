@@ -10,6 +10,7 @@ from typing import Optional
 import gradio as gr
 
 from ..models.hub import ModelHub
+from ..models.worker import work_of
 from ..race.run import in_background, tell_place, until_ready
 from ..race.tab import RaceTab, as_given
 from ..replays import Replays, recorded_note
@@ -160,7 +161,8 @@ async def walk_run(hub: ModelHub, replays: Replays, live: bool, values: dict):
         stop = threading.Event()  # set if the page goes away mid-walk
         walk = None
         async for item in in_background(lambda: compute_walk(hub, req, stop, progress), hub.submit, stop=stop,
-                                        queued=tell_place(progress, hub)):
+                                        queued=tell_place(progress, hub),
+                                        size=work_of("walkthrough", req)):
             if item is None:
                 yield {"status": render_banner(progress.text(label), "loading")}
             else:

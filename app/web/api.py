@@ -24,6 +24,7 @@ from ..compare.summary import compare_summary
 from ..lossless.run import LosslessForm, compute_lossless, parse_lossless
 from ..lossless.summary import lossless_summary
 from ..models.hub import ModelHub
+from ..models.worker import work_of
 from ..race.run import compute_race, on_model_thread, until_ready
 from ..race.summary import summary
 from ..replays import LIVE, RECORDED, Replays
@@ -148,7 +149,7 @@ async def answer(hub: ModelHub, replays: Replays, kind: str, req, live: bool, co
         line.update(ahead_at_arrival=place.ahead if place else 0,
                     expected_wait_s=round(place.wait_s, 2) if place else 0.0, since=time.monotonic())
 
-    result = await on_model_thread(lambda: compute(stop), hub.submit, stop, queued)
+    result = await on_model_thread(lambda: compute(stop), hub.submit, stop, queued, work_of(kind, req))
     waited = round(time.monotonic() - line.pop("since"), 2) if "since" in line else None
     # "queue": the runs ahead when it arrived, the wait then expected, and the seconds to the answer.
     return {**summarize(result), "source": LIVE, "queue": {**line, "answered_after_s": waited}}

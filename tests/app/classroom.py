@@ -118,6 +118,10 @@ def summary(load: dict, alone: list[dict], rss: tuple[float, float]) -> dict:
         "visitors_from_recording": sum(1 for c in clicks if c.get("source") == "recorded"),
         "visitor_seconds": {"median": round(statistics.median(click_s), 3) if click_s else None,
                             "slowest": round(max(click_s), 3) if click_s else None},
+        # Of those seconds, the page's own first load (the rest is the client's session and its answer).
+        "visitor_page_seconds": {"median": round(statistics.median(c["page_s"] for c in clicks if "page_s" in c), 3)
+                                 if any("page_s" in c for c in clicks) else None,
+                                 "slowest": round(max((c["page_s"] for c in clicks if "page_s" in c), default=0), 3)},
         "live_runs": len(runs),
         "live_answered": sum(1 for r in runs if r.get("ok")),
         "live_refused": sum(1 for r in runs if not r.get("ok")),

@@ -48,7 +48,7 @@ def test_a_waiting_job_knows_its_place_and_its_expected_wait():
     thread = ModelThread(max_waiting=10)
     for _ in range(3):
         thread.submit(lambda: time.sleep(0.2)).result(timeout=5)
-    assert thread.run_s() == pytest.approx(0.2, abs=0.1)
+    assert thread.run_s(128) == pytest.approx(0.2, abs=0.1)  # three default-sized runs of 0.2 s
     gate = threading.Event()
     thread.submit(gate.wait)
     time.sleep(0.05)
@@ -64,7 +64,26 @@ def test_a_models_load_does_not_count_toward_the_expected_wait():
     thread = ModelThread()
     thread.submit(lambda: time.sleep(0.3), measured=False).result(timeout=5)
     thread.submit(lambda: None).result(timeout=5)
-    assert thread.run_s() < 0.1
+    assert thread.run_s(128) < 0.1
+    thread.close(5)
+
+
+def test_the_expected_wait_scales_with_the_work_ahead():
+    """A short warm-up must not make a class's long races look short: the line learns
+    seconds per unit of work (tokens of all lanes), and a job ahead counts by its size."""
+    thread = ModelThread(max_waiting=10)
+    thread.submit(lambda: time.sleep(0.1), size=8).result(timeout=5)  # 8 units in 0.1 s
+    gate = threading.Event()
+    thread.submit(gate.wait, size=8)
+    time.sleep(0.05)
+    big = thread.submit(lambda: None, size=80)
+    small = thread.submit(lambda: None, size=8)
+    last = thread.submit(lambda: None, size=8)
+    # Behind 80 + 8 units (and what is left of the running one's 8): about 1.1 s, and 80 units
+    # ahead count ten times as much as 8.
+    assert thread.place(last).wait_s == pytest.approx(1.1 + 0.05, abs=0.15)
+    assert thread.place(small).wait_s - thread.place(big).wait_s == pytest.approx(1.0, abs=0.1)
+    gate.set()
     thread.close(5)
 
 

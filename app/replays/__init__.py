@@ -1,5 +1,5 @@
 """Runs computed once and replayed to many: the example prompts' recordings (made
-on a quiet machine by ``python -m app.replays.record`` and shipped with the app),
+on a quiet machine by ``python -m app.web.record`` and shipped with the app),
 and the live runs a visitor shares by link. A class of thirty clicking the same
 example gets it at once, and every replay says what it is."""
 from .store import (

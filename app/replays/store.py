@@ -12,7 +12,7 @@ A recording is valid only for the setup it was made with: the same default targe
 runtime and weights, the same shipped drafters (by their files' SHA-256), and the same
 request (prompt and every setting, :func:`request_key`). A file made with another
 setup is refused as a whole at load, with one line in the log, and every example then
-runs live until ``python -m app.replays.record`` writes it again.
+runs live until ``python -m app.web.record`` writes it again.
 """
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ class Recordings:
         if made_with != setup:
             differ = sorted(k for k in set(made_with) | set(setup) if made_with.get(k) != setup.get(k))
             log.warning("recordings %s not used: made with another %s than this app has; the examples run live "
-                        "(python -m app.replays.record writes them again)", os.path.basename(path),
+                        "(python -m app.web.record writes them again)", os.path.basename(path),
                         ", ".join(differ))
             return cls(setup)
         return cls(setup, recorded_on, runs)

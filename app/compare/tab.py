@@ -18,7 +18,7 @@ from ..models.hub import ModelHub
 from ..models.worker import work_of
 from ..race.run import RUNS, Control, in_background, tell_place, until_ready
 from ..race.tab import RaceTab, as_given
-from ..replays import Replays, recorded_note
+from ..replays import Replays, shown_as_recorded
 from ..views.render import esc, machine_busy_note, render_banner
 from ..web.checks.forms import PAPER_SHAPE
 from ..web.shared import GENERATE, fail, placeholder, wire
@@ -124,9 +124,7 @@ async def compare_compute(hub: ModelHub, replays: Replays, live: bool, values: d
         return
     recorded, recorded_on = (None, "") if live else replays.recorded("compare", req)
     if recorded is not None:
-        out = comparison_outputs(recorded)
-        out["status"] = render_banner(recorded_note(recorded_on, "comparison"), "info") + out["status"]
-        yield {**out, "live_btn": gr.Button(visible=True)}
+        yield shown_as_recorded(comparison_outputs(recorded), recorded_on, "comparison")
         return
     ctl = RUNS.get(values["run_id"]) or Control()
     try:

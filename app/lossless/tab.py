@@ -12,7 +12,7 @@ from gumiho.rules import EXACT
 from ..models.hub import ModelHub
 from ..models.worker import work_of
 from ..race.run import RUNS, Control, in_background, tell_place, until_ready
-from ..replays import Replays, recorded_note
+from ..replays import Replays, shown_as_recorded
 from ..views.render import esc, machine_busy_note, render_banner
 from ..web.checks.forms import MAX_TEMPERATURE
 from ..web.shared import GENERATE, fail, placeholder, wire
@@ -119,9 +119,7 @@ async def lossless_compute(hub: ModelHub, replays: Replays, live: bool, values: 
         return
     recorded, recorded_on = (None, "") if live else replays.recorded("lossless", req)
     if recorded is not None:
-        out = lossless_outputs(recorded)
-        out["status"] = render_banner(recorded_note(recorded_on, "losslessness check"), "info")
-        yield {**out, "live_btn": gr.Button(visible=True)}
+        yield shown_as_recorded(lossless_outputs(recorded), recorded_on, "losslessness check")
         return
     ctl = RUNS.get(values["run_id"]) or Control()
     try:

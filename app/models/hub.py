@@ -204,8 +204,7 @@ class ModelHub:
         return self
 
     def submit(self, fn, size: float = 128.0) -> Future:
-        """Run ``fn()`` on the model thread (after whatever is already queued there);
-        ``size``: its work, the tokens all its lanes write (app.models.worker)."""
+        """Run ``fn()`` on the model thread, after what is queued; ``size``: its work (app.models.worker)."""
         return self._worker.submit(fn, size=size)
 
     def close(self, wait_s: float = 0.0) -> bool:

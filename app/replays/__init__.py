@@ -12,6 +12,7 @@ from .store import (
     recorded_note,
     request_key,
     setup_of,
+    shown_as_recorded,
 )
 
-__all__ = ["LIVE", "RECORDED", "Recordings", "Replays", "SharedRuns", "machine_words", "recorded_note", "request_key", "setup_of"]
+__all__ = ["LIVE", "RECORDED", "Recordings", "Replays", "SharedRuns", "machine_words", "recorded_note", "request_key", "setup_of", "shown_as_recorded"]

@@ -29,10 +29,14 @@ import threading
 from collections import OrderedDict
 from typing import Optional
 
+import gradio as gr
+
 from gumiho import __version__
 from gumiho.drafter.kinds import DRAFTER_KINDS
 from gumiho.files import file_sha256
 from gumiho.loading import shipped_drafter_path
+
+from ..views.render import render_banner
 
 log = logging.getLogger("gumiho.app")
 
@@ -152,6 +156,13 @@ def recorded_note(recorded_on: str, what: str) -> str:
     """The banner of a recorded answer: it is a replay, of what, recorded where and when."""
     return (f"Recorded on {recorded_on}: this example's {what}, computed once and shown to everyone who clicks it. "
             f"Run it live to compute it again on this machine, now.")
+
+
+def shown_as_recorded(out: dict, recorded_on: str, what: str) -> dict:
+    """A tab's outputs for a recorded example: its status led by the banner that says it
+    is a recording (:func:`recorded_note`), and the *Run it live* button shown."""
+    return {**out, "status": render_banner(recorded_note(recorded_on, what), "info") + out.get("status", ""),
+            "live_btn": gr.Button(visible=True)}
 
 
 def today() -> str:

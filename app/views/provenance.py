@@ -26,3 +26,4 @@ def share_line(result: RaceResult) -> str:
     return (f'<div class="gm-share">Share this race: <a href="?run={esc(result.run_id)}" target="_blank" '
             f'rel="noopener" id="gm-share-link">link to this run</a> (it replays this race, as timed here, for '
             f"anyone who opens it).</div>")
+

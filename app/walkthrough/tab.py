@@ -13,7 +13,7 @@ from ..models.hub import ModelHub
 from ..models.worker import work_of
 from ..race.run import in_background, tell_place, until_ready
 from ..race.tab import RaceTab, as_given
-from ..replays import Replays, recorded_note
+from ..replays import Replays, shown_as_recorded
 from ..views.render import render_banner
 from ..web.checks.forms import MAX_TEMPERATURE, WALK_MAX_NEW_TOKENS, RaceForm
 from ..web.shared import GENERATE, Session, fail, placeholder, wire
@@ -151,9 +151,7 @@ async def walk_run(hub: ModelHub, replays: Replays, live: bool, values: dict):
         label = TREE_LABELS[tree_choice_of(req)]
         recorded, recorded_on = (None, "") if live else replays.recorded("walkthrough", req)
         if recorded is not None:
-            out = _walk_outputs(recorded)
-            out["status"] = render_banner(recorded_note(recorded_on, "walk"), "info") + out["status"]
-            yield {**out, "live_btn": gr.Button(visible=True)}
+            yield shown_as_recorded(_walk_outputs(recorded), recorded_on, "walk")
             return
         if not req.target and not hub.wait_ready(0):
             yield {"status": render_banner("Waiting for the model to finish loading…", "loading")}

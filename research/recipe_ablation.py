@@ -85,9 +85,21 @@ ARMS = {
     "widen": ["--init-from", "assets/drafters/smollm2-135m-gumiho", "--feature-layers", "2,15,30",
               "--reg-weight", "0", "--ce-weight", "1"],
     "continued": ["--init-from", "assets/drafters/smollm2-135m-gumiho", "--reg-weight", "0", "--ce-weight", "1"],
+    # The levers of issue "drafter", each from the shipped drafter on the same new data
+    # (research/drafter_levers.sh): training-time test past the drafted depth, the
+    # acceptance (LK) loss -log sum min(p, q), and both.
+    "continued-ttt": ["--init-from", "assets/drafters/smollm2-135m-gumiho", "--reg-weight", "0", "--ce-weight", "1",
+                      "--ttt-steps", "2"],
+    "continued-lk": ["--init-from", "assets/drafters/smollm2-135m-gumiho", "--reg-weight", "0", "--ce-weight", "1",
+                     "--lk-weight", "1"],
+    "continued-both": ["--init-from", "assets/drafters/smollm2-135m-gumiho", "--reg-weight", "0", "--ce-weight", "1",
+                       "--ttt-steps", "2", "--lk-weight", "1"],
+    # The shipped drafter itself, untrained here: the arm every lever must beat (never trained).
+    "shipped": None,
     # The widened drafter continued once more, on more data ({out}: the arms' folder, --out).
     "widen-2": ["--init-from", "{out}/widen", "--feature-layers", "2,15,30", "--reg-weight", "0", "--ce-weight", "1"],
 }
+SHIPPED = "assets/drafters/smollm2-135m-gumiho"
 DEFAULT_KINDS = "gumiho=fused,serial=fused-serial,parallel=fused-parallel,eagle=fused-eagle"
 DEFAULT_ARMS = "paper,fused,ce,fused-ce"
 TREES = {
@@ -107,7 +119,7 @@ def arm_list(text: str) -> list[str]:
 
 def arm_kind(arm: str) -> str:
     """The drafter kind an arm trains (gumiho unless its options say otherwise)."""
-    opts = ARMS[arm]
+    opts = ARMS[arm] or []
     return opts[opts.index("--kind") + 1] if "--kind" in opts else "gumiho"
 
 
@@ -125,8 +137,15 @@ def kind_arms(text: str) -> dict[str, str]:
     return pairs
 
 
+def arm_path(out: str | Path, arm: str) -> Path:
+    """Where an arm's drafter lies: its training folder, or the shipped drafter's."""
+    return ROOT / SHIPPED if ARMS[arm] is None else Path(out) / arm
+
+
 def train(args) -> None:
     for arm in arm_list(args.arms):
+        if ARMS[arm] is None:
+            continue
         kind = [] if "--kind" in ARMS[arm] else ["--kind", "gumiho"]
         # An arm that names no layers reads the last state: the trainer's default (fused)
         # must not decide an arm.
@@ -150,7 +169,7 @@ def bench(args) -> None:
             flag = DRAFTER_FLAGS[method]
             cmd = [sys.executable, "-m", "gumiho.bench", "--prompts", args.prompts, "--limit", str(args.limit),
                    "--max-new-tokens", str(args.max_new_tokens), "--methods", f"vanilla,{method}",
-                   flag, str(Path(args.out) / arm), *TREES[tree], "--out", str(out / f"{arm}.{tree}.json"),
+                   flag, str(arm_path(args.out, arm)), *TREES[tree], "--out", str(out / f"{arm}.{tree}.json"),
                    "--no-progress"]
             print("+", " ".join(cmd[1:]), flush=True)
             subprocess.run(cmd, check=True, cwd=ROOT)
@@ -223,6 +242,61 @@ def check(args) -> None:
         print(speedups(sorted((root / who).glob("*.json")), (args.kind,)))
 
 
+def taus(args) -> None:
+    """Each arm's drafter on each of the six sets, the drafting method alone (tau and acceptance
+    by position do not depend on the clock, and every arm drafts for the same greedy target
+    text, so vanilla is left out here: ``bench`` and ``check`` show losslessness). Records
+    under OUT/taus/ARM/SET.json; one already there is kept, so a rerun continues."""
+    for name in args.sets.split(","):
+        for arm in arm_list(args.arms):
+            method = arm_kind(arm)
+            record = Path(args.out) / "taus" / arm / f"{name}.json"
+            if record.exists():
+                continue
+            record.parent.mkdir(parents=True, exist_ok=True)
+            cmd = [sys.executable, "-m", "gumiho.bench", "--prompts", f"benchmarks/prompts/{name}.jsonl",
+                   "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens), "--methods", method,
+                   DRAFTER_FLAGS[method], str(arm_path(args.out, arm)), "--out", str(record), "--no-progress"]
+            print("+", " ".join(cmd[1:]), flush=True)
+            subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+def taus_report(out: Path, arms: list[str], baseline: str) -> list[str]:
+    """Per set and pooled over the six: each arm's tau and its paired difference to
+    ``baseline`` (95% bootstrap interval over prompts)."""
+    folder = out / "taus"
+    if not (folder / baseline).is_dir():
+        return []
+    lines = [f"The six sets, CPU tree: tau by set, and the pooled difference to `{baseline}` (paired 95% "
+             "bootstrap interval over all prompts of the six sets)", "",
+             "| arm | " + " | ".join(SET_NAMES) + f" | pooled vs {baseline} |",
+             "|---|" + "---|" * len(SET_NAMES) + "---|"]
+    base = {}
+    for name in SET_NAMES:
+        f = folder / baseline / f"{name}.json"
+        if f.exists():
+            rec = json.loads(f.read_text())
+            base.update({(name, q): v for q, v in per_prompt(rec, drafted_method(rec)).items()})
+    for arm in arms:
+        cells, mine = [], {}
+        for name in SET_NAMES:
+            f = folder / arm / f"{name}.json"
+            if not f.exists():
+                cells.append("")
+                continue
+            rec = json.loads(f.read_text())
+            method = drafted_method(rec)
+            cells.append(f"{rec['methods'][method]['tau']:.3f}")
+            mine.update({(name, q): v for q, v in per_prompt(rec, method).items()})
+        rows = [(*mine[k], *base[k]) for k in mine if k in base]
+        diff = ""
+        if arm != baseline and rows:
+            d, lo, hi = tau_difference(rows)
+            diff = f"{d:+.3f} ({lo:+.3f} to {hi:+.3f}), {len(rows)} prompts"
+        lines.append(f"| {arm} | " + " | ".join(cells) + f" | {diff} |")
+    return [*lines, ""]
+
+
 def drafted_method(record: dict) -> str:
     """The record's speculative method (each arm's record holds vanilla and one other)."""
     return next(m for m in record["methods"] if m != "vanilla")
@@ -230,9 +304,10 @@ def drafted_method(record: dict) -> str:
 
 def report(args) -> str:
     out = Path(args.out)
-    arms = [a for a in arm_list(args.arms) if (out / a / "training_summary.json").exists()]
+    arms = arm_list(args.arms)
     lines = []
-    summaries = {a: json.loads((out / a / "training_summary.json").read_text()) for a in arms}
+    summaries = {a: json.loads((out / a / "training_summary.json").read_text()) for a in arms
+                 if (out / a / "training_summary.json").exists()}
     if summaries:
         depth = max(len(s["held_out"].get("top1_by_position", [])) for s in summaries.values())
         lines += ["Held-out top-1 agreement with the target by draft position (conditional, true prefix):", "",
@@ -266,13 +341,14 @@ def report(args) -> str:
             lossless = rec.get("lossless")
             lines.append(f"| {a} | {len(rec['per_prompt'])} | {m['tau']:.3f} | {acc} | {diff} | {lossless} |")
         lines.append("")
+    lines += taus_report(out, arms, args.baseline)
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("train", "bench", "report", "kinds", "check"):
+    for name in ("train", "bench", "report", "kinds", "check", "taus"):
         s = sub.add_parser(name)
         s.add_argument("--out", required=True)
         s.add_argument("--arms", default=DEFAULT_ARMS)
@@ -294,6 +370,8 @@ def main(argv=None) -> int:
                            help="the drafter the arm is checked against ({kind}: --kind)")
             s.add_argument("--check-arms", default=None,
                            help="arms of --kind to check (records under their names), instead of the --kinds one")
+        elif name == "taus":
+            s.add_argument("--sets", default=",".join(SET_NAMES), help="prompt sets of benchmarks/prompts")
         elif name == "kinds":
             s.add_argument("--kinds", default=DEFAULT_KINDS, help="kind=arm pairs: which trained arm drafts for "
                            "each kind's method")
@@ -306,7 +384,7 @@ def main(argv=None) -> int:
             s.add_argument("--baseline", default="paper", help="the arm every other arm is compared with")
         if name == "bench":
             s.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
-        if name in ("bench", "kinds", "check"):
+        if name in ("bench", "kinds", "check", "taus"):
             s.add_argument("--limit", type=int, default=20)
             s.add_argument("--max-new-tokens", type=int, default=64)
     args = p.parse_args(argv)
@@ -318,6 +396,8 @@ def main(argv=None) -> int:
         kinds(args)
     elif args.cmd == "check":
         check(args)
+    elif args.cmd == "taus":
+        taus(args)
     else:
         print(report(args))
     return 0

@@ -8,7 +8,9 @@ from gumiho.bench import build_parser, parse_methods
 
 
 def test_every_arm_names_a_kind_the_trainer_knows():
-    assert {ablation.arm_kind(a) for a in ablation.ARMS} == set(ablation.DRAFTER_FLAGS)
+    # eagle3 drafters have their own trainer path (gumiho.train --kind eagle3 with its own
+    # recipe), so no arm here trains one
+    assert {ablation.arm_kind(a) for a in ablation.ARMS} == set(ablation.DRAFTER_FLAGS) - {"eagle3"}
     assert ablation.arm_kind("fused") == "gumiho" and ablation.arm_kind("fused-eagle") == "eagle"
 
 
@@ -112,3 +114,50 @@ def test_check_arms_puts_each_arm_against_the_shipped_drafter_and_the_first_agai
     assert "widen (new) against continued (old):" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="do not train kind serial"):
         ablation.main(["check", "--out", str(tmp_path), "--kind", "serial", "--check-arms", "widen"])
+
+
+def test_the_lever_arms_train_from_the_shipped_drafter_and_shipped_is_never_trained(monkeypatch, tmp_path):
+    commands = []
+    monkeypatch.setattr(ablation.subprocess, "run", lambda cmd, **kw: commands.append(cmd))
+    ablation.main(["train", "--data", "d", "--out", str(tmp_path),
+                   "--arms", "shipped,continued,continued-ttt,continued-lk,continued-both"])
+    assert [c[c.index("--out") + 1] for c in commands] == [
+        str(tmp_path / a) for a in ("continued", "continued-ttt", "continued-lk", "continued-both")]
+    for cmd in commands:
+        assert cmd[cmd.index("--init-from") + 1] == ablation.SHIPPED
+    ttt = ["--ttt-steps" in c for c in commands]
+    lk = ["--lk-weight" in c for c in commands]
+    assert ttt == [False, True, False, True] and lk == [False, False, True, True]
+
+
+def test_taus_runs_each_arm_alone_on_each_set_and_keeps_finished_records(monkeypatch, tmp_path):
+    commands = []
+    monkeypatch.setattr(ablation.subprocess, "run", lambda cmd, **kw: commands.append(cmd))
+    done = tmp_path / "taus" / "shipped" / "qa.json"
+    done.parent.mkdir(parents=True)
+    done.write_text("{}")
+    ablation.main(["taus", "--out", str(tmp_path), "--arms", "shipped,continued", "--sets", "mt_bench,qa",
+                   "--limit", "3"])
+    drafters = []
+    for cmd in commands:
+        args = build_parser().parse_args(cmd[3:])
+        assert parse_methods(args.methods) == ["gumiho"] and args.limit == 3
+        drafters.append((args.prompts, args.drafter))
+    shipped = str(ablation.ROOT / ablation.SHIPPED)
+    assert drafters == [("benchmarks/prompts/mt_bench.jsonl", shipped),
+                        ("benchmarks/prompts/mt_bench.jsonl", str(tmp_path / "continued")),
+                        ("benchmarks/prompts/qa.jsonl", str(tmp_path / "continued"))]
+
+
+def test_the_taus_table_pairs_prompts_across_the_six_sets(tmp_path):
+    def record(pairs):
+        return {"methods": {"gumiho": {"tau": sum(n for n, _ in pairs) / sum(f for _, f in pairs)}},
+                "per_prompt": [{"question_id": i, "methods": {"gumiho": {"new_tokens": n, "target_forwards": f}}}
+                               for i, (n, f) in enumerate(pairs)]}
+    for arm, pairs in (("shipped", [(64, 32), (64, 32)]), ("continued", [(64, 16), (64, 16)])):
+        for name in ("mt_bench", "qa"):
+            f = tmp_path / "taus" / arm / f"{name}.json"
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(json.dumps(record(pairs)))
+    table = "\n".join(ablation.taus_report(tmp_path, ["shipped", "continued"], "shipped"))
+    assert "| continued | 4.000 |" in table and "+2.000 (+2.000 to +2.000), 4 prompts" in table

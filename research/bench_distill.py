@@ -5,7 +5,8 @@ All paths run in one process on the same prompts, through
 ``gumiho.train.sources.distill.distill_conversations``; each line gives the wall time, the
 answer tokens and answer tokens per second, and whether the text equals the first
 path's. With every path on 64 prompts of 192 new tokens this takes about 9 minutes
-on 2 shared CPU cores; ``--paths`` runs fewer. Example::
+on 2 shared CPU cores; ``--paths`` runs fewer; ``bf16-writer`` is the float32 writer against
+a bfloat16 copy writing (``--write-dtype bfloat16``). Example::
 
     OMP_WAIT_POLICY=PASSIVE python research/bench_distill.py --prompts data/prompts-tax-short.jsonl \\
         --skip 512 --limit 64 --batch-size 64 --max-new-tokens 192 --threads 2
@@ -23,6 +24,9 @@ PATHS = {
     "writer": dict(hidden_from_writer=True),
     "separate": dict(hidden_from_writer=False, hidden_batch_tokens=0),
     "separate-batched": dict(hidden_from_writer=False, hidden_batch_tokens="batched"),
+    # --write-dtype bfloat16: a bfloat16 copy writes, the float32 target gives the states
+    # (fast only where the CPU has native bf16 matmuls: AVX512-BF16 or AMX)
+    "bf16-writer": dict(hidden_from_writer=False, hidden_batch_tokens="batched", writer="bfloat16"),
 }
 
 
@@ -47,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from gumiho.files.prompt_files import PromptFileError, read_prompts
+    from gumiho.kernels.machine import cpu_has_native_bf16
     from gumiho.loading import load_target
     from gumiho.train.sources.distill import distill_conversations
 
@@ -64,13 +69,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(convs)} prompts, batch {args.batch_size}, max_new_tokens {args.max_new_tokens}, "
           f"{args.threads} threads; target loaded in {time.perf_counter() - t0:.1f} s", flush=True)
 
+    bf16_writer = None
+    if "bf16-writer" in paths:
+        import copy
+        bf16_writer = copy.deepcopy(target.model).to(torch.bfloat16).eval()
+        print(f"native bf16 matmuls on this CPU: {cpu_has_native_bf16()}", flush=True)
     # Warm up both generation paths (the first forwards pre-pack the weights).
     for name in ("writer", "separate"):
         distill_conversations(target.model, target.tokenizer, convs[:2], 2, 2, **PATHS[name])
+    if bf16_writer is not None:
+        distill_conversations(target.model, target.tokenizer, convs[:2], 2, 2, writer=bf16_writer,
+                              hidden_from_writer=False)
 
     results = {}
     for name in paths:
         kw = {k: (args.hidden_batch_tokens if v == "batched" else v) for k, v in PATHS[name].items()}
+        shown = dict(kw)
+        if kw.get("writer") == "bfloat16":
+            kw["writer"] = bf16_writer
         last_answer = [0.0]
 
         def on_tokens(n_new: int, n_done: int) -> None:
@@ -83,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - t0
         n_answer = int(out["loss_mask"].sum())
         line = (f"{name:16s} {wall:7.1f} s, {n_answer} answer tokens, {n_answer / wall:6.1f} answer tok/s "
-                f"({', '.join(f'{k}={v}' for k, v in kw.items())}")
+                f"({', '.join(f'{k}={v}' for k, v in shown.items())}")
         if not kw["hidden_from_writer"]:
             gen = last_answer[0] - t0
             line += f"; generation {gen:.1f} s, hidden pass {wall - gen:.1f} s"

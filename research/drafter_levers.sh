@@ -13,8 +13,10 @@
 #                    continued-ttt    + --ttt-steps 2 (training-time test past the drafted depth)
 #                    continued-lk     + --lk-weight 1 (-log sum min(p, q) by position)
 #                    continued-both   both
-#   PART=bench     each arm and the shipped drafter on the six sets (tau only, CPU tree) and
-#                  MT-Bench with vanilla (CPU tree and the paper's tree): research/recipe_ablation.py
+#   PART=bench     each arm and the shipped drafter on the six sets (TAU_LIMIT prompts each,
+#                  default 5; CPU tree; one process, every text checked against vanilla's),
+#                  then MT-Bench with vanilla (CPU tree and the paper's tree, 10 prompts):
+#                  research/recipe_ablation.py taus / bench / report
 #   PART=all       all of it (default)
 #
 # N_TAX taxonomy prompts are added (default 534: 1,000 prompts in all); STEPS (default 100) at
@@ -28,6 +30,8 @@ N_TAX=${N_TAX:-534}
 STEPS=${STEPS:-100}
 THREADS=${THREADS:-1}
 OUT=${OUT:-runs/levers}
+# the float32 target the drafters are trained against (the targets are on it)
+export GUMIHO_RUNTIME=torch
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$THREADS PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p data "$OUT"
 ARMS=continued,continued-ttt,continued-lk,continued-both
@@ -55,7 +59,7 @@ if [[ $PART == all || $PART == train ]]; then
     --max-steps "$STEPS" --lr 2e-4
 fi
 if [[ $PART == all || $PART == bench ]]; then
+  "$PY" research/recipe_ablation.py taus --out "$OUT" --arms "shipped,$ARMS" --limit "${TAU_LIMIT:-5}"
   "$PY" research/recipe_ablation.py bench --out "$OUT" --arms "shipped,$ARMS" --limit 10
-  "$PY" research/recipe_ablation.py taus --out "$OUT" --arms "shipped,$ARMS" --limit 10
   "$PY" research/recipe_ablation.py report --out "$OUT" --arms "shipped,$ARMS" --baseline continued
 fi

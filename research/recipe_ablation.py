@@ -243,57 +243,76 @@ def check(args) -> None:
 
 
 def taus(args) -> None:
-    """Each arm's drafter on each of the six sets, the drafting method alone (tau and acceptance
-    by position do not depend on the clock, and every arm drafts for the same greedy target
-    text, so vanilla is left out here: ``bench`` and ``check`` show losslessness). Records
-    under OUT/taus/ARM/SET.json; one already there is kept, so a rerun continues."""
+    """Every arm's drafter on each of the six sets in one process per set (the target loads
+    once; tau and acceptance do not depend on the clock): per prompt, vanilla's greedy text,
+    then each arm decoding the same prompt with the CPU tree, its new tokens and target
+    forwards, and whether its text is vanilla's. Records OUT/taus/SET.json; one already
+    there is kept, so a rerun continues."""
+    from gumiho import GenerationSettings, TreeSettings, load_drafter, load_target, stream, summarize
+    from gumiho.files.prompt_files import read_prompts
+
+    arms = arm_list(args.arms)
+    folder = Path(args.out) / "taus"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = drafters = None
     for name in args.sets.split(","):
-        for arm in arm_list(args.arms):
-            method = arm_kind(arm)
-            record = Path(args.out) / "taus" / arm / f"{name}.json"
-            if record.exists():
-                continue
-            record.parent.mkdir(parents=True, exist_ok=True)
-            cmd = [sys.executable, "-m", "gumiho.bench", "--prompts", f"benchmarks/prompts/{name}.jsonl",
-                   "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens), "--methods", method,
-                   DRAFTER_FLAGS[method], str(arm_path(args.out, arm)), "--out", str(record), "--no-progress"]
-            print("+", " ".join(cmd[1:]), flush=True)
-            subprocess.run(cmd, check=True, cwd=ROOT)
+        record = folder / f"{name}.json"
+        if record.exists():
+            continue
+        if target is None:
+            target = load_target(None, runtime="torch")
+            drafters = {arm: load_drafter(str(arm_path(args.out, arm)), target) for arm in arms}
+        settings = GenerationSettings(max_new_tokens=args.max_new_tokens, tree=TreeSettings.for_device("cpu"))
+        rows = []
+        for i, conv in enumerate(read_prompts(str(ROOT / "benchmarks/prompts" / f"{name}.jsonl"))[:args.limit]):
+            ids = target.encode(conv.user_turns[0])
+            vanilla = [t for ev in stream(target, ids, None, settings) for t in ev.tokens]
+            row = {"question_id": i, "arms": {}}
+            for arm, drafter in drafters.items():
+                steps = list(stream(target, ids, drafter, settings))
+                st = summarize(steps)
+                row["arms"][arm] = {"new_tokens": st.new_tokens, "target_forwards": st.target_forwards,
+                                    "identical_to_vanilla": [t for ev in steps for t in ev.tokens] == vanilla}
+            rows.append(row)
+            print(name, i, {a: round(r["new_tokens"] / r["target_forwards"], 2) for a, r in row["arms"].items()},
+                  flush=True)
+        record.write_text(json.dumps({"set": name, "max_new_tokens": args.max_new_tokens, "tree": "cpu",
+                                      "runtime": "torch", "arms": arms, "per_prompt": rows}, indent=1) + "\n")
 
 
 def taus_report(out: Path, arms: list[str], baseline: str) -> list[str]:
     """Per set and pooled over the six: each arm's tau and its paired difference to
-    ``baseline`` (95% bootstrap interval over prompts)."""
-    folder = out / "taus"
-    if not (folder / baseline).is_dir():
+    ``baseline`` (95% bootstrap interval over prompts), and whether every text was vanilla's."""
+    records = {n: json.loads((out / "taus" / f"{n}.json").read_text()) for n in SET_NAMES
+               if (out / "taus" / f"{n}.json").exists()}
+    if not records:
         return []
     lines = [f"The six sets, CPU tree: tau by set, and the pooled difference to `{baseline}` (paired 95% "
-             "bootstrap interval over all prompts of the six sets)", "",
-             "| arm | " + " | ".join(SET_NAMES) + f" | pooled vs {baseline} |",
-             "|---|" + "---|" * len(SET_NAMES) + "---|"]
-    base = {}
-    for name in SET_NAMES:
-        f = folder / baseline / f"{name}.json"
-        if f.exists():
-            rec = json.loads(f.read_text())
-            base.update({(name, q): v for q, v in per_prompt(rec, drafted_method(rec)).items()})
+             "bootstrap interval over all prompts of the sets)", "",
+             "| arm | " + " | ".join(records) + f" | pooled vs {baseline} | texts identical to vanilla |",
+             "|---|" + "---|" * len(records) + "---|---|"]
+
+    def counts(arm):
+        return {(n, r["question_id"]): (r["arms"][arm]["new_tokens"], r["arms"][arm]["target_forwards"])
+                for n, rec in records.items() for r in rec["per_prompt"] if arm in r["arms"]}
+
+    base = counts(baseline)
     for arm in arms:
-        cells, mine = [], {}
-        for name in SET_NAMES:
-            f = folder / arm / f"{name}.json"
-            if not f.exists():
-                cells.append("")
-                continue
-            rec = json.loads(f.read_text())
-            method = drafted_method(rec)
-            cells.append(f"{rec['methods'][method]['tau']:.3f}")
-            mine.update({(name, q): v for q, v in per_prompt(rec, method).items()})
+        mine = counts(arm)
+        if not mine:
+            continue
+        cells = []
+        for n in records:
+            pairs = [v for k, v in mine.items() if k[0] == n]
+            cells.append(f"{sum(x for x, _ in pairs) / sum(f for _, f in pairs):.3f}" if pairs else "")
         rows = [(*mine[k], *base[k]) for k in mine if k in base]
         diff = ""
         if arm != baseline and rows:
             d, lo, hi = tau_difference(rows)
             diff = f"{d:+.3f} ({lo:+.3f} to {hi:+.3f}), {len(rows)} prompts"
-        lines.append(f"| {arm} | " + " | ".join(cells) + f" | {diff} |")
+        same = [r["arms"][arm]["identical_to_vanilla"] for rec in records.values() for r in rec["per_prompt"]
+                if arm in r["arms"]]
+        lines.append(f"| {arm} | " + " | ".join(cells) + f" | {diff} | {sum(same)}/{len(same)} |")
     return [*lines, ""]
 
 

@@ -130,34 +130,17 @@ def test_the_lever_arms_train_from_the_shipped_drafter_and_shipped_is_never_trai
     assert ttt == [False, True, False, True] and lk == [False, False, True, True]
 
 
-def test_taus_runs_each_arm_alone_on_each_set_and_keeps_finished_records(monkeypatch, tmp_path):
-    commands = []
-    monkeypatch.setattr(ablation.subprocess, "run", lambda cmd, **kw: commands.append(cmd))
-    done = tmp_path / "taus" / "shipped" / "qa.json"
-    done.parent.mkdir(parents=True)
-    done.write_text("{}")
-    ablation.main(["taus", "--out", str(tmp_path), "--arms", "shipped,continued", "--sets", "mt_bench,qa",
-                   "--limit", "3"])
-    drafters = []
-    for cmd in commands:
-        args = build_parser().parse_args(cmd[3:])
-        assert parse_methods(args.methods) == ["gumiho"] and args.limit == 3
-        drafters.append((args.prompts, args.drafter))
-    shipped = str(ablation.ROOT / ablation.SHIPPED)
-    assert drafters == [("benchmarks/prompts/mt_bench.jsonl", shipped),
-                        ("benchmarks/prompts/mt_bench.jsonl", str(tmp_path / "continued")),
-                        ("benchmarks/prompts/qa.jsonl", str(tmp_path / "continued"))]
-
-
-def test_the_taus_table_pairs_prompts_across_the_six_sets(tmp_path):
-    def record(pairs):
-        return {"methods": {"gumiho": {"tau": sum(n for n, _ in pairs) / sum(f for _, f in pairs)}},
-                "per_prompt": [{"question_id": i, "methods": {"gumiho": {"new_tokens": n, "target_forwards": f}}}
-                               for i, (n, f) in enumerate(pairs)]}
-    for arm, pairs in (("shipped", [(64, 32), (64, 32)]), ("continued", [(64, 16), (64, 16)])):
-        for name in ("mt_bench", "qa"):
-            f = tmp_path / "taus" / arm / f"{name}.json"
-            f.parent.mkdir(parents=True, exist_ok=True)
-            f.write_text(json.dumps(record(pairs)))
-    table = "\n".join(ablation.taus_report(tmp_path, ["shipped", "continued"], "shipped"))
-    assert "| continued | 4.000 |" in table and "+2.000 (+2.000 to +2.000), 4 prompts" in table
+def test_the_taus_table_pairs_prompts_across_the_sets(tmp_path):
+    def record(name, per_arm):
+        rows = [{"question_id": i, "arms": {arm: {"new_tokens": pairs[i][0], "target_forwards": pairs[i][1],
+                                                  "identical_to_vanilla": arm != "broken"}
+                                            for arm, pairs in per_arm.items()}} for i in range(2)]
+        return {"set": name, "per_prompt": rows}
+    (tmp_path / "taus").mkdir()
+    for name in ("mt_bench", "qa"):
+        rec = record(name, {"shipped": [(64, 32), (64, 32)], "continued": [(64, 16), (64, 16)],
+                            "broken": [(64, 32), (64, 32)]})
+        (tmp_path / "taus" / f"{name}.json").write_text(json.dumps(rec))
+    table = "\n".join(ablation.taus_report(tmp_path, ["shipped", "continued", "broken"], "shipped"))
+    assert "| continued | 4.000 | 4.000 | +2.000 (+2.000 to +2.000), 4 prompts | 4/4 |" in table
+    assert "| shipped | 2.000 | 2.000 |  | 4/4 |" in table and table.endswith("| 0/4 |\n")

@@ -42,3 +42,44 @@ def no_model_threads_left_behind():
         t.join(max(0.0, deadline - time.monotonic()))
     left = [t for t in left if t.is_alive()]
     assert not left, f"{len(left)} model thread(s) left running with no open hub"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--memory-log", default=None, metavar="PATH",
+                     help="after each test module, append its name, the process's resident memory now and its "
+                          "peak so far (MB) to PATH: where the suite's memory goes")
+
+
+def _resident_mb() -> tuple[float, float]:
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
+    with open("/proc/self/statm") as f:
+        now = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return now, peak
+
+
+def _give_freed_memory_back() -> None:
+    """Collect, then ask glibc to hand its free heap pages back to the system. A module's
+    models are freed when its fixtures end, but glibc may keep the pages in its arenas
+    for allocations of other sizes that never come; the suite's resident memory should
+    follow what is alive, not what once was (``--memory-log`` shows it module by module)."""
+    import ctypes
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own teardown has finalized the module's fixtures
+def pytest_runtest_teardown(item, nextitem):
+    if nextitem is not None and nextitem.path == item.path:
+        return
+    _give_freed_memory_back()
+    path = item.config.getoption("--memory-log")
+    if path:
+        now, peak = _resident_mb()
+        with open(path, "a") as f:
+            f.write(f"{item.path.relative_to(item.config.rootpath)}\t{now:.0f}\t{peak:.0f}\n")

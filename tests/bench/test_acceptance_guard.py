@@ -17,7 +17,7 @@ from gumiho.loading import load_target
 from helpers import ROOT
 
 # The tier (pytest.ini's markers), kept with the tests it marks.
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("machine_threads")]
 
 BASELINE = os.path.join(ROOT, "benchmarks", "acceptance_baseline.json")
 

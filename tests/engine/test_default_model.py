@@ -17,7 +17,7 @@ from gumiho import (
 from helpers import OracleDrafter
 
 # The tier (pytest.ini's markers), kept with the tests it marks.
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("machine_threads")]
 
 MAX_NEW = 24
 PROMPTS = [

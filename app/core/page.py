@@ -41,7 +41,7 @@ class Session:
     """One visitor's state, private to their page."""
 
     race: gr.State  # the last race (a RaceResult)
-    run_id: gr.State  # the id of their run in flight (app.race.run.RUNS)
+    run_id: gr.State  # the id of their run in flight (app.core.jobs.RUNS)
     request: gr.State  # the checked request of the run being started
     walk: gr.State  # the walkthrough (a Walk)
 

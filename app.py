@@ -14,6 +14,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
 if __name__ == "__main__":
-    from app import serve
+    from app.core.settings import AppSettings
+    from app.web.server import serve
 
-    serve()
+    # The entry point: the operator's GUMIHO_* settings are read here, once, and handed down.
+    serve(settings=AppSettings.from_environment(os.environ))

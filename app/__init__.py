@@ -1,6 +1,11 @@
 """The gumiho Gradio app: vanilla vs Gumiho decoding side by side, every token
 coloured by the head that drafted it, live acceptance plots, and a step-by-step
-walkthrough of the draft tree. ``python app.py`` serves it."""
+walkthrough of the draft tree. ``python app.py`` serves it.
+
+Its floors, top down: :mod:`.web` (the page's layout, the server, the API), the
+features (:mod:`.race`, :mod:`.compare`, :mod:`.lossless`, :mod:`.walkthrough`,
+:mod:`.replays`, :mod:`.models`), :mod:`.core` (forms, access, settings, jobs: what
+every feature shares), and :mod:`.views` (records and their HTML and figures)."""
 import os
 
 # How the runtimes' worker threads wait, set before torch or llama.cpp load OpenMP (libgomp reads
@@ -13,9 +18,7 @@ import os
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "10000"
 
-from .models import zerogpu  # noqa: F401  (first: on a ZeroGPU Space it imports `spaces` before torch is used)
-from .models.hub import ModelHub
-from .web.layout import build_app, load_css
-from .web.server import serve
+from .core import zerogpu  # noqa: F401  (first: on a ZeroGPU Space it imports `spaces` before torch is used)
 
-__all__ = ["ModelHub", "build_app", "load_css", "serve"]
+# The page and its server are the top floor (app.web.layout.build_app, app.web.server.serve):
+# only the entry points (app.py, python -m app) import them; nothing below does, this file included.

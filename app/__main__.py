@@ -7,9 +7,11 @@ def main() -> None:
     # As app.py: no usage reports to Gradio unless the environment asks for them. Gradio
     # reads the variable when the page is built, after this package's import.
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    from . import serve
+    from .core.settings import AppSettings
+    from .web.server import serve
 
-    serve()
+    # The entry point: the operator's GUMIHO_* settings are read here, once, and handed down.
+    serve(settings=AppSettings.from_environment(os.environ))
 
 
 if __name__ == "__main__":

@@ -60,11 +60,11 @@ def main(argv=None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: torch sees no CUDA GPU here; run on a machine with one, or --device cpu", file=sys.stderr)
         return 2
-    from app.models import zerogpu
+    from app.core import zerogpu
+    from app.core.forms import PAPER_SHAPE, RaceForm, parse_request
     from app.models.hub import ModelHub
     from app.race.run import compute_race
     from app.walkthrough.steps import compute_walk, walk_request
-    from app.web.checks.forms import PAPER_SHAPE, RaceForm, parse_request
     from gumiho import GenerationSettings, stream
     from gumiho.loading import load_target
 

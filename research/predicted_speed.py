@@ -13,10 +13,10 @@ import sys
 import threading
 from pathlib import Path
 
+from app.core.forms import WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
 from app.models.hub import ModelHub
 from app.race.run import compute_race
 from app.race.summary import summary
-from app.web.checks.forms import WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
 from app.web.layout import load_examples
 from gumiho.kernels.machine import cpu_summary
 

@@ -37,10 +37,10 @@ import threading
 import time
 from pathlib import Path
 
+from app.core.forms import WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
 from app.models.hub import ModelHub
 from app.race.run import Progress, compute_race
 from app.views.render import speedup
-from app.web.checks.forms import WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
 from app.web.layout import load_examples
 from gumiho.kernels.machine import cpu_summary
 

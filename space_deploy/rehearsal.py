@@ -308,7 +308,7 @@ def rehearse(space_dir: Path, space_id: str, hardware: str, work: Optional[Path]
     ``resolve_python``: first ask pip's resolver whether the upload's requirements
     are all wheels for that Python; ``start_requirements``: what to install for the
     start instead of the upload's own, where those cannot run here (ZeroGPU's CUDA
-    build: space_deploy.upload.rehearsal_options)."""
+    build: space_deploy.contents.rehearsal_options)."""
     space_dir = Path(space_dir).resolve()
     if not (space_dir / "app.py").is_file() or not (space_dir / "requirements.txt").is_file():
         raise RehearsalError(f"{space_dir} holds no upload (app.py and requirements.txt); write one with "

@@ -39,7 +39,7 @@ def machine_threads():
 @pytest.fixture(scope="session", autouse=True)
 def no_model_threads_left_behind():
     """After the last test (this fixture is set up first, so torn down last): no app
-    model thread (app/models/worker.py) is alive but those of hubs still open. Each idle
+    model thread (app/core/worker.py) is alive but those of hubs still open. Each idle
     one held its last job, and with it a hub and its model, for the rest of the run."""
     yield
     if "app.models.hub" not in sys.modules:

@@ -27,12 +27,12 @@ from gumiho.bench.machine_load import LoadMeter, LoadReading
 from gumiho.proposers import with_copy
 from gumiho.speedmodel import SpeedPrediction
 
+from ..core.forms import DRAFTER_LABELS, RaceForm, check_prompt_length, flag, parse_request
+from ..core.turns import Lane, fewest_tokens, run_in_turns
+from ..core.worker import waiting_text
+from ..core.zerogpu import on_gpu
 from ..models.hub import ModelHub
-from ..models.worker import waiting_text
-from ..models.zerogpu import on_gpu
-from ..race.run import Lane, fewest_tokens, run_in_turns
 from ..views.records import RunRecord, predict, record
-from ..web.checks.forms import DRAFTER_LABELS, RaceForm, check_prompt_length, flag, parse_request
 
 COMPARED_KINDS = ("gumiho", "serial", "parallel", "eagle3")  # always compared
 COPY_ALONE, GUMIHO_COPY = "copy", "gumiho+copy"  # compared when asked for
@@ -47,7 +47,7 @@ TIMING = ("vanilla and every drafter advanced one step at a time, whichever had 
 @dataclass
 class CompareForm:
     """A comparison as the page's controls or the /compare API's parameters give it,
-    not yet checked. The tree fields are the race's (app.web.checks.forms.RaceForm), so one tree
+    not yet checked. The tree fields are the race's (app.core.forms.RaceForm), so one tree
     serves every drafter; ``tree_shape`` "paper" takes the paper's tree whatever they say."""
 
     prompt: object = None
@@ -71,7 +71,7 @@ class CompareRequest:
 
 
 def parse_compare(form: CompareForm, access=None) -> CompareRequest:
-    """``form`` checked, in the race's words (app.web.checks.forms.parse_request): the default
+    """``form`` checked, in the race's words (app.core.forms.parse_request): the default
     model, greedy, the race's tree or the paper's."""
     race = RaceForm(prompt=form.prompt, max_new_tokens=form.max_new_tokens, temperature=0.0, top_p=1.0, seed=0,
                     drafter="gumiho", copy_from_context=False, tree_depth=form.tree_depth, tree_top_k=form.tree_top_k,
@@ -176,7 +176,7 @@ class CompareProgress:
     prompt_tokens: int = 0
     reading: str = ""
     reading_since: float = 0.0
-    place: Callable[[], object] = lambda: None  # where the run stands in line (race.run.tell_place)
+    place: Callable[[], object] = lambda: None  # where the run stands in line (app.core.jobs.run_job)
 
     def read(self, label: str) -> None:
         self.reading, self.reading_since = label, time.perf_counter()
@@ -201,7 +201,7 @@ def _drafter_parameters(drafter) -> int:
     return sum(p.numel() for p in base.parameters()) if isinstance(base, nn.Module) else 0
 
 
-@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/models/zerogpu.py); elsewhere unchanged
+@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/core/zerogpu.py); elsewhere unchanged
 def compute_compare(hub: ModelHub, req: CompareRequest, stop: threading.Event,
                     progress: Optional[CompareProgress] = None,
                     now: Callable[[], float] = time.perf_counter) -> Comparison:
@@ -223,7 +223,8 @@ def compute_compare(hub: ModelHub, req: CompareRequest, stop: threading.Event,
         raise GumihoError(skipped[0].reason if skipped else "No drafter to compare.")
     settings = req.settings
     tree = settings.tree_on(target)  # the tree every drafter ran, as the decode loop chooses it
-    ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
+    ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name,
+                              hub.settings.max_prompt_tokens)
     progress.prompt_tokens = len(ids)
     lanes = [Lane("vanilla", stream(target, ids, None, settings, stop=stop))]
     lanes += [Lane(method, stream(target, ids, drafter, settings, stop=stop)) for method, drafter, _ in chosen]

@@ -8,8 +8,7 @@ from typing import Optional
 
 from gumiho.speedmodel import mean_step_costs
 
-from ..race.summary import prediction_summary
-from ..views.records import RunRecord
+from ..views.records import RunRecord, prediction_summary
 from .run import COPY_ALONE, GUMIHO_COPY, TIMING, Compared, Comparison
 
 

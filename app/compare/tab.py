@@ -14,14 +14,12 @@ from typing import Optional
 
 import gradio as gr
 
+from ..core.forms import PAPER_SHAPE, as_given
+from ..core.jobs import RUNS, Control, run_job
+from ..core.page import GENERATE, fail, job_outputs, placeholder, wire
 from ..models.hub import ModelHub
-from ..models.worker import work_of
-from ..race.run import RUNS, Control, in_background, tell_place, until_ready
-from ..race.tab import RaceTab, as_given
 from ..replays import Replays, shown_as_recorded
 from ..views.render import esc, machine_busy_note, render_banner
-from ..web.checks.forms import PAPER_SHAPE
-from ..web.shared import GENERATE, fail, placeholder, wire
 from .figures import SHORT, acceptance_lines, step_time_figure
 from .run import COMPARE_MAX_NEW_TOKENS, CompareForm, CompareProgress, Comparison, compute_compare, parse_compare
 from .summary import findings, step_time
@@ -45,7 +43,7 @@ class CompareTab:
     paper_btn: gr.Button
 
 
-def add_compare_tab(hub: ModelHub, examples: list[str], ready: bool, race: RaceTab, replays: Replays) -> CompareTab:
+def add_compare_tab(hub: ModelHub, examples: list[str], ready: bool, race_controls: dict, replays: Replays) -> CompareTab:
     """The tab, inside the Blocks' Tabs, after the Race tab (whose tree and weights it reads)."""
     with gr.Tab("Compare drafters", id="compare"):
         gr.Markdown(INTRO)
@@ -80,7 +78,7 @@ def add_compare_tab(hub: ModelHub, examples: list[str], ready: bool, race: RaceT
         request = gr.State(None)
 
     controls = {"prompt": prompt, "max_new_tokens": tokens, "copy_alone": copy_alone, "gumiho_with_copy": with_copy,
-                **{name: control for name, control in race.form_controls().items() if name in RACE_FIELDS}}
+                **{name: control for name, control in race_controls.items() if name in RACE_FIELDS}}
     buttons = {"run_btn": run_btn, "paper_btn": paper_btn, "stop_btn": stop_btn, "live_btn": live_btn}
     shown = {"status": status, "findings": found, "table": table, "acc": acc, "cond": cond, "time": time_plot,
              "text": text, "live_btn": live_btn}
@@ -122,28 +120,16 @@ async def compare_compute(hub: ModelHub, replays: Replays, live: bool, values: d
     if req is None:  # refused by start_compare, which said why
         yield {}
         return
-    recorded, recorded_on = (None, "") if live else replays.recorded("compare", req)
-    if recorded is not None:
-        yield shown_as_recorded(comparison_outputs(recorded), recorded_on, "comparison")
-        return
     ctl = RUNS.get(values["run_id"]) or Control()
+    progress = CompareProgress()
+    updates = run_job(hub, replays, "compare", req, lambda stop: compute_compare(hub, req, stop, progress), live=live,
+                      stop=ctl.stop, progress=progress)
     try:
-        if not hub.wait_ready(0):
-            yield {"status": render_banner("Waiting for the model to finish loading…", "loading")}
-            await until_ready(hub)
-        progress = CompareProgress()
-        result = None
-        async for item in in_background(lambda: compute_compare(hub, req, ctl.stop, progress), hub.submit,
-                                        stop=ctl.stop, queued=tell_place(progress, hub),
-                                        size=work_of("compare", req)):
-            if item is None:
-                yield {"status": render_banner(progress.text(), "loading")}
-            else:
-                result = item
+        async for out in job_outputs(updates, comparison_outputs, lambda cmp, recorded_on: shown_as_recorded(
+                comparison_outputs(cmp), recorded_on, "comparison"), progress.text):
+            yield out
     except Exception as e:  # every failure becomes a message; the app keeps serving
         yield {"status": fail(e)}
-        return
-    yield comparison_outputs(result)
 
 
 def comparison_outputs(cmp: Comparison) -> dict:

@@ -13,11 +13,11 @@ from gumiho.bench.machine_load import LoadMeter, LoadReading
 from gumiho.lossless import FIRST_TOKEN_ONLY, MIN_TOKENS, LosslessCheck, lossless_check
 from gumiho.rules import EXACT, SAMPLING_RULES
 
+from ..core.forms import MAX_TEMPERATURE, check_prompt, check_prompt_length, real, text_field, whole
+from ..core.worker import waiting_text
+from ..core.zerogpu import on_gpu
 from ..models.hub import ModelHub
-from ..models.worker import waiting_text
-from ..models.zerogpu import on_gpu
 from ..views.render import visible
-from ..web.checks.forms import MAX_TEMPERATURE, check_prompt, check_prompt_length, real, text_field, whole
 
 MAX_SAMPLES = 1000  # per arm: about 4 minutes on two CPU cores for 2 tokens
 MAX_TOKENS = 3
@@ -70,7 +70,7 @@ class LosslessProgress:
     done: int = 0
     total: int = 0
     started: bool = False
-    place: Callable[[], object] = lambda: None  # where the run stands in line (race.run.tell_place)
+    place: Callable[[], object] = lambda: None  # where the run stands in line (app.core.jobs.run_job)
 
     def text(self) -> str:
         if not self.started:
@@ -90,13 +90,14 @@ class LosslessResult:
     machine: Optional[LoadReading] = None
 
 
-@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/models/zerogpu.py); elsewhere unchanged
+@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/core/zerogpu.py); elsewhere unchanged
 def compute_lossless(hub: ModelHub, req: LosslessRequest, stop: Optional[threading.Event] = None,
                      progress: Optional[LosslessProgress] = None) -> LosslessResult:
     progress = progress or LosslessProgress()
     res = hub.resolve("", "gumiho", "", False, "")  # the default model in float32 with its Gumiho drafter
     target = res.target
-    ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
+    ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name,
+                              hub.settings.max_prompt_tokens)
     progress.started = True
 
     def step(done: int, total: int) -> None:

@@ -9,13 +9,12 @@ import gradio as gr
 
 from gumiho.rules import EXACT
 
+from ..core.forms import MAX_TEMPERATURE
+from ..core.jobs import RUNS, Control, run_job
+from ..core.page import GENERATE, fail, job_outputs, placeholder, wire
 from ..models.hub import ModelHub
-from ..models.worker import work_of
-from ..race.run import RUNS, Control, in_background, tell_place, until_ready
 from ..replays import Replays, shown_as_recorded
 from ..views.render import esc, machine_busy_note, render_banner
-from ..web.checks.forms import MAX_TEMPERATURE
-from ..web.shared import GENERATE, fail, placeholder, wire
 from .figures import samples_figure
 from .run import (
     MAX_SAMPLES,
@@ -117,28 +116,16 @@ async def lossless_compute(hub: ModelHub, replays: Replays, live: bool, values: 
     if req is None:  # refused by start_lossless, which said why
         yield {}
         return
-    recorded, recorded_on = (None, "") if live else replays.recorded("lossless", req)
-    if recorded is not None:
-        yield shown_as_recorded(lossless_outputs(recorded), recorded_on, "losslessness check")
-        return
     ctl = RUNS.get(values["run_id"]) or Control()
+    progress = LosslessProgress()
+    updates = run_job(hub, replays, "lossless", req, lambda stop: compute_lossless(hub, req, stop, progress), live=live,
+                      stop=ctl.stop, progress=progress)
     try:
-        if not hub.wait_ready(0):
-            yield {"status": render_banner("Waiting for the model to finish loading…", "loading")}
-            await until_ready(hub)
-        progress = LosslessProgress()
-        result = None
-        async for item in in_background(lambda: compute_lossless(hub, req, ctl.stop, progress), hub.submit,
-                                        stop=ctl.stop, queued=tell_place(progress, hub),
-                                        size=work_of("lossless", req)):
-            if item is None:
-                yield {"status": render_banner(progress.text(), "loading")}
-            else:
-                result = item
+        async for out in job_outputs(updates, lossless_outputs, lambda result, recorded_on: shown_as_recorded(
+                lossless_outputs(result), recorded_on, "losslessness check"), progress.text):
+            yield out
     except Exception as e:  # every failure becomes a message; the app keeps serving
         yield {"status": fail(e)}
-        return
-    yield lossless_outputs(result)
 
 
 def lossless_outputs(result) -> dict:

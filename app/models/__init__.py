@@ -1,7 +1,10 @@
-"""The models the app runs, and where it runs them:
+"""The models the app runs:
 
 * :mod:`.hub`: the model cache (the default target loaded in the background, the drafters for it,
-  one other target on request) and what a request resolves to;
-* :mod:`.worker`: the one thread that runs every piece of model work, in order;
-* :mod:`.gpu`: ZeroGPU hardware on a Space (imported first: it must import ``spaces`` before torch).
+  one other target on request), what a request resolves to, and the runtime the default model
+  runs on (:func:`.hub.runtime_for`, the app's one decision of it);
+* :mod:`.loadable`: whether a model a visitor typed can load here, in the app's words.
+
+The thread every piece of model work runs on, and ZeroGPU hardware on a Space, are
+app.core's (app/core/worker.py, app/core/zerogpu.py): every feature's jobs go through them.
 """

@@ -4,6 +4,7 @@ picked up as soon as they appear on disk, a random one with a notice until then)
 and at most one other target that a user asked for in the advanced box."""
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import os
@@ -19,22 +20,22 @@ import torch
 from gumiho import Drafter, GenerationSettings, GumihoError, Target, stream, with_copy
 from gumiho.loading import (
     DEFAULT_TARGET_LABEL,
-    hub_cached,
-    hub_unavailable_reason,
-    is_local_source,
     llamacpp_available,
     load_drafter,
     load_target,
-    local_model_folder,
+    pick_runtime,
     random_drafter,
+    resolve_runtime,
     shipped_drafter_path,
 )
 from gumiho.proposers import LearnedProposer
 
-from ..web.access import Access, is_default
-from ..web.checks.forms import DRAFTER_KINDS, DRAFTER_LABELS, MAX_WAITING, WEIGHTS_AS_STORED
-from . import zerogpu
-from .worker import ModelThread
+from ..core import zerogpu
+from ..core.access import Access, is_default
+from ..core.forms import DRAFTER_KINDS, DRAFTER_LABELS, WEIGHTS_AS_STORED
+from ..core.settings import AppSettings
+from ..core.worker import ModelThread
+from .loadable import check_drafter_loadable, check_loadable, load_drafter_as_typed
 
 log = logging.getLogger("gumiho.app")
 
@@ -85,78 +86,25 @@ def fastest_target(target: Target, race_target: Target) -> Optional[Target]:
     return target if race_target is not target else None
 
 
-def runtime_asked() -> Optional[str]:
-    """The runtime this server's operator asked for (GUMIHO_RUNTIME; unset: 'auto').
-    Read here, at the app's edge: the library itself reads no environment."""
-    return os.environ.get("GUMIHO_RUNTIME") or None
+def runtime_for(settings: AppSettings) -> str:
+    """The runtime the default model loads on here ("llama.cpp" or "torch"): the app's one
+    decision of it, from the operator's ``settings.runtime`` (None: the library's "auto"
+    rule) and this server's device. An unknown name is "torch" here; the load reports it."""
+    try:
+        return resolve_runtime(pick_runtime(settings.runtime), True, torch.device(zerogpu.model_device()))
+    except GumihoError:
+        return "torch"
 
 
-def load_default() -> Target:
+def load_default(settings: AppSettings) -> Target:
     """The default model as this server runs it: on its device, with the runtime and
-    4-bit layout its operator asked for (GUMIHO_RUNTIME, GUMIHO_LAYOUT)."""
-    return load_target(None, device=zerogpu.model_device(), runtime=runtime_asked(),
-                       layout=os.environ.get("GUMIHO_LAYOUT") or None)
+    4-bit layout its operator asked for (``settings.runtime``, ``settings.layout``)."""
+    return load_target(None, device=zerogpu.model_device(), runtime=settings.runtime, layout=settings.layout)
 
 
 def _random_drafter(target: Target, kind: str) -> Drafter:
     with torch.random.fork_rng(devices=[]):  # the same weights every time, and no trace in the caller's draws
         return random_drafter(target, kind, seed=1234)
-
-
-def _instead(access: Optional[Access], drafter: bool) -> str:
-    """What to do instead, as far as this deployment allows it (a public one may read
-    no folders: it must not advise one)."""
-    folders = access is None or access.local_paths
-    if drafter:
-        return ("Give a drafter folder instead, or leave the drafter box empty." if folders else
-                "Leave the drafter box empty: the models this demo lists bring their own drafters.")
-    return ("Give a local folder instead, or leave the box empty for the default model." if folders else
-            "Leave the box empty for the default model.")
-
-
-def check_loadable(name: str, access: Optional[Access] = None) -> None:
-    """Fail fast, with a clear message, for a model that cannot load here: a
-    missing folder, or a hub id that is not downloaded while the Hub is out of
-    reach (transformers would otherwise retry for about a minute)."""
-    if local_model_folder(name) is not None:
-        return
-    if hub_cached(name, ("config.json",)):
-        return  # downloaded before: loads offline
-    reason = hub_unavailable_reason()
-    if reason:
-        raise GumihoError(f"{name!r} is not downloaded and {reason}, so it cannot load. "
-                          f"{_instead(access, drafter=False)}")
-
-
-DRAFTER_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")  # a drafter repo holds one of these
-
-
-def check_drafter_loadable(path: str, access: Optional[Access] = None) -> None:
-    """The same for a drafter given by hub id, in the app's words (the hub library's
-    own would follow, naming files and a local-folder fallback)."""
-    if is_local_source(path) or "/" not in path:
-        return  # a folder: the loader's own message names it as typed
-    if hub_cached(path, DRAFTER_FILES):
-        return
-    reason = hub_unavailable_reason()
-    if reason:
-        raise GumihoError(f"The drafter {path!r} is not downloaded and {reason}, so it cannot load. "
-                          f"{_instead(access, drafter=True)}")
-
-
-def load_drafter_as_typed(typed: str, folder: str, target: Target) -> Drafter:
-    """``load_drafter`` whose messages name the drafter as the user typed it (not the
-    server's expanded path: '~/x' must not show this machine's home), and whose
-    failures of a malformed folder are the app's words, not Python's."""
-    try:
-        return load_drafter(folder, target)
-    except GumihoError as e:
-        raise GumihoError(str(e).replace(folder, typed)) from None
-    except (TypeError, KeyError, ValueError, AttributeError, OSError) as e:
-        log.info("drafter %r could not be read: %s: %s", typed, type(e).__name__, e)
-        raise GumihoError(f"The drafter at {typed!r} could not be read: its config.json or weights are not a "
-                          f"drafter's (a field is missing or malformed). A drafter folder is written by "
-                          f"`python -m gumiho.train`.") from None
 
 
 class ModelHub:
@@ -166,10 +114,20 @@ class ModelHub:
     all model memory comes from one allocator pool, so the process stays flat
     however many sessions take turns."""
 
-    def __init__(self, default_loader: Callable[[], Target] = lambda: load_default(),
-                 warmup: bool = True, access: Optional[Access] = None, max_waiting: Optional[int] = None):
-        self._default_loader = default_loader
-        self.access = access if access is not None else Access.from_env()
+    def __init__(self, default_loader: Optional[Callable[[], Target]] = None, warmup: bool = True,
+                 access: Optional[Access] = None, max_waiting: Optional[int] = None,
+                 settings: Optional[AppSettings] = None):
+        # The server's settings (the app's as shipped unless an entry point read the
+        # operator's); ``access`` and ``max_waiting``, where given, override theirs.
+        settings = settings or AppSettings()
+        if access is not None:
+            settings = dataclasses.replace(settings, access=access)
+        if max_waiting:
+            settings = dataclasses.replace(settings, max_waiting=max_waiting)
+        self.settings = settings
+        self.access = settings.access
+        self._default_loader = default_loader or (lambda: load_default(settings))
+        self.runtime = runtime_for(settings)  # the runtime the default model runs on (app.race.settings offers it)
         self._warmup = warmup
         self._lock = threading.RLock()
         self._ready = threading.Event()
@@ -180,7 +138,7 @@ class ModelHub:
         self._drafters: dict = {}  # (target key, kind) -> (source key, Drafter, trained)
         self._custom: Optional[tuple[str, Target]] = None
         self._started = False
-        self._worker = ModelThread(max_waiting or MAX_WAITING)
+        self._worker = ModelThread(settings.max_waiting)
         # A hub dropped without close() still ends its thread once collected (the
         # thread holds the worker, never the hub).
         weakref.finalize(self, self._worker.close)
@@ -191,7 +149,7 @@ class ModelHub:
     def start(self) -> "ModelHub":
         """Start loading the default model: on the model thread, behind the page; on
         a ZeroGPU Space here and now, on the calling (main) thread, where `spaces`
-        patched torch, and before the server launches (app/models/zerogpu.py says why)."""
+        patched torch, and before the server launches (app/core/zerogpu.py says why)."""
         with self._lock:
             if self._started:
                 return self
@@ -204,7 +162,7 @@ class ModelHub:
         return self
 
     def submit(self, fn, size: float = 128.0) -> Future:
-        """Run ``fn()`` on the model thread, after what is queued; ``size``: its work (app.models.worker)."""
+        """Run ``fn()`` on the model thread, after what is queued; ``size``: its work (app.core.worker)."""
         return self._worker.submit(fn, size=size)
 
     def close(self, wait_s: float = 0.0) -> bool:
@@ -217,7 +175,7 @@ class ModelHub:
         return self._worker.closed
 
     def place(self, future: Future):
-        """Where a submitted job stands in the model thread's line (app.models.worker.Place)."""
+        """Where a submitted job stands in the model thread's line (app.core.worker.Place)."""
         return self._worker.place(future)
 
     def _load_default(self):
@@ -350,7 +308,7 @@ class ModelHub:
     def resolve(self, target_id: str = "", kind: str = "gumiho", drafter_path: str = "",
                 copy: bool = False, weights: str = "") -> Resolved:
         """The target and drafter for one request; with ``copy``, the drafter has the
-        copy proposer beside it (gumiho.proposers.copying); ``weights`` (app.web.checks.forms.RACE_WEIGHTS,
+        copy proposer beside it (gumiho.proposers.copying); ``weights`` (app.core.forms.RACE_WEIGHTS,
         or "" for the default, float32) picks the runtime the default model runs on,
         and the target returned is the one both sides of a comparison run on. Raises
         GumihoError with a message for the user when they cannot load."""

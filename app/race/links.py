@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import gradio as gr
 
+from ..core.page import Session, wire
 from ..replays import Replays
 from ..views.render import render_banner
-from ..web.shared import Session, wire
 from .replay import race_replay
 from .tab import RaceTab
 

@@ -8,11 +8,11 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
+from ..core.jobs import RUNS, Control
+from ..core.page import fail
 from ..views.records import RaceResult
 from ..views.render import render_banner, render_result, render_run, render_stats
-from ..web.shared import fail
 from .plots import RACE_PLOTS, PlotFrame
-from .run import RUNS, Control
 
 
 @dataclass

@@ -24,25 +24,21 @@ The earlier scheme, vanilla first and alone, then Gumiho alone, stays available
 """
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import threading
 import time
-import uuid
-from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Iterator, Optional
+from dataclasses import dataclass
+from typing import Callable, Optional
 
-import torch
-
-from gumiho import GenerationSettings, GumihoError, StepEvent, Target, stream, summarize
+from gumiho import GenerationSettings, StepEvent, Target, stream, summarize
 from gumiho.bench.machine_load import LoadMeter
 
+from ..core.forms import Request, check_prompt_length
+from ..core.turns import Lane, fewest_tokens, run_in_turns
+from ..core.worker import waiting_text
+from ..core.zerogpu import on_gpu
 from ..models.hub import ModelHub
-from ..models.worker import waiting_text
-from ..models.zerogpu import on_gpu
 from ..views.records import FastestRun, RaceResult, record, runtime_words
-from ..web.checks.forms import Request, check_prompt_length
 
 TIMING_NOTE = ("**How this race is timed:** vanilla and Gumiho never compute at the same moment. They take "
                "turns on this machine, a step at a time, so that both are always at about the same point of the "
@@ -56,56 +52,6 @@ TIMING = {"alternating": "vanilla and Gumiho advanced in alternation, one step a
                          "durations), in the same process",
           "sequential": "each decoder timed alone, one after the other, in the same process"}
 SCHEMES = tuple(TIMING)
-
-
-# ----------------------------------------------------------------------------- per-run controls
-
-
-@dataclass
-class Control:
-    stop: threading.Event = field(default_factory=threading.Event)
-    show_rejected: bool = False
-    active: bool = True
-
-
-class Runs:
-    """Stop flags and live toggles of the runs in flight, by run id. The id lives
-    in the session's own state, so one session can only ever stop its own run."""
-
-    def __init__(self, limit: int = 1024):
-        self._runs: "OrderedDict[str, Control]" = OrderedDict()
-        self._lock = threading.Lock()
-        self._limit = limit
-
-    def new(self, show_rejected: bool = False) -> str:
-        run_id = uuid.uuid4().hex
-        with self._lock:
-            self._runs[run_id] = Control(show_rejected=bool(show_rejected))
-            while len(self._runs) > self._limit:  # sessions that vanished mid-run
-                self._runs.popitem(last=False)
-        return run_id
-
-    def get(self, run_id: Optional[str]) -> Optional[Control]:
-        with self._lock:
-            return self._runs.get(run_id) if run_id else None
-
-    def stop(self, run_id: Optional[str]) -> bool:
-        ctl = self.get(run_id)
-        if ctl is None:
-            return False
-        ctl.stop.set()
-        return True
-
-    def end(self, run_id: Optional[str]) -> None:
-        with self._lock:
-            if run_id:
-                self._runs.pop(run_id, None)
-
-    def __len__(self):
-        return len(self._runs)
-
-
-RUNS = Runs()
 
 
 # ----------------------------------------------------------------------------- timing
@@ -125,8 +71,8 @@ class Progress:
     prompt_tokens: int = 0
     reading: str = ""  # the decoder reading the prompt now (its first step, the prefill); "" once it has
     reading_since: float = 0.0
-    # Where the run stands in the model thread's line while it waits (app.models.worker.Place),
-    # set once the run is queued (in_background's ``queued``).
+    # Where the run stands in the model thread's line while it waits (app.core.worker.Place),
+    # set once the run is queued (app.core.jobs.run_job).
     place: Callable[[], object] = lambda: None
 
     def read(self, label: str) -> None:
@@ -158,48 +104,6 @@ class Progress:
         return waiting_text(self.place())
 
 
-class Lane:
-    """One decoder's step stream, advanced one step at a time on its own clock."""
-
-    def __init__(self, label: str, steps: Iterator[StepEvent]):
-        self.label = label
-        self.steps = steps
-        self.events: list[StepEvent] = []
-        self.tokens = 0
-        self.clock = 0.0  # seconds: the sum of this decoder's own step durations
-        self.done = False
-
-    @property
-    def started(self) -> bool:
-        return bool(self.events) or self.done
-
-    def advance(self, now: Callable[[], float]) -> None:
-        t = now()
-        try:
-            ev = next(self.steps)
-        except StopIteration:
-            self.done = True
-            return
-        took = now() - t
-        if not self.events:
-            # The engine starts its own clock after one-time setup that is not this
-            # generation's work (measuring a target's verify cost on its first
-            # cost-aware run), and before a stream's first step nothing else has
-            # run, so its figure for that step is the one to keep.
-            took = min(took, ev.elapsed_s)
-        self.clock += took
-        # The engine's elapsed_s is wall time since the stream started, which here
-        # would include the other decoder's steps: the event carries this clock instead.
-        self.events.append(dataclasses.replace(ev, elapsed_s=self.clock))
-        self.tokens += len(ev.emitted)
-        self.done = ev.finished
-
-    def close(self) -> None:
-        close = getattr(self.steps, "close", None)
-        if close is not None:
-            close()
-
-
 def timed_race(target, ids, drafter, settings, stop: threading.Event, progress: Progress,
                scheme: str = "alternating", now: Callable[[], float] = time.perf_counter
                ) -> tuple[list[StepEvent], list[StepEvent]]:
@@ -226,49 +130,7 @@ def timed_race(target, ids, drafter, settings, stop: threading.Event, progress: 
     return vanilla.events, gumiho.events
 
 
-def fewest_tokens(live: list[Lane]) -> Lane:
-    """The race's turn rule: the lane that has produced fewest tokens goes next (the
-    first of them on a tie: vanilla, given first)."""
-    return min(live, key=lambda lane: lane.tokens)
-
-
-def run_in_turns(lanes: list[Lane], stop: threading.Event, pick: Callable[[list[Lane]], Lane],
-                 reading: Callable[[str], None], stepped: Callable[[], None],
-                 now: Callable[[], float] = time.perf_counter) -> None:
-    """Advance ``lanes`` one step at a time, ``pick`` choosing among those not done,
-    until every one is done. ``reading(label)`` is told when a lane starts reading
-    the prompt (its first step) and ``reading("")`` when it has; ``stepped()`` is
-    called after every step, outside every clock. A lane not started when ``stop``
-    is set is not started at all."""
-    # Each stream runs its steps inside its own inference-mode block, which restores
-    # on exit the state it found on entry. Interleaved streams leave their blocks out
-    # of order, and the thread would be left in whatever state the last one had
-    # found; inside this block every one of them finds (and restores) the same state.
-    with torch.inference_mode():
-        try:
-            while True:
-                live = [lane for lane in lanes if not lane.done]
-                if not live:
-                    break
-                lane = pick(live)
-                if not lane.started and stop.is_set():
-                    lane.done = True
-                    continue
-                first = not lane.started
-                if first:
-                    reading(lane.label)
-                lane.advance(now)
-                if first:
-                    reading("")
-                stepped()
-        finally:
-            # The later-started streams first, so that the blocks are left in order
-            # whenever that is possible.
-            for lane in reversed(lanes):
-                lane.close()
-
-
-@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/models/zerogpu.py); elsewhere unchanged
+@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/core/zerogpu.py); elsewhere unchanged
 def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: Optional[Progress] = None,
                  scheme: str = "alternating", now: Callable[[], float] = time.perf_counter) -> RaceResult:
     progress = progress or Progress()
@@ -277,7 +139,8 @@ def compute_race(hub: ModelHub, req: Request, stop: threading.Event, progress: O
     res = hub.resolve(req.target, req.drafter, req.drafter_path, req.copy_from_context, req.target_weights)
     target = res.target
     settings = req.settings
-    ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
+    ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name,
+                              hub.settings.max_prompt_tokens)
     progress.prompt_tokens = len(ids)
     meter = LoadMeter()
     try:
@@ -315,63 +178,4 @@ def fastest_run(target: Target, ids: list[int], settings: GenerationSettings, st
                       text_same=tokens == [t for e in race_vanilla for t in e.tokens])
 
 
-async def in_background(fn, submit, stop: Optional[threading.Event] = None, poll_s: float = 0.5,
-                        queued: Optional[Callable[[object], None]] = None,
-                        size: Optional[float] = None) -> AsyncIterator[Optional[object]]:
-    """Run ``fn()`` through ``submit`` (the model thread: ``ModelHub.submit``);
-    yield None every ``poll_s`` while it runs (so the caller can show progress),
-    then its result as the last item. Its exception, if any, is raised here.
-
-    Async, so that the web server's cancellation reaches it: a request cancelled
-    by its client (or whose page went away) is an asyncio cancellation here, or a
-    close of this generator. Either way the job is taken off the model thread's
-    queue if it has not started, and ``stop`` is set so that a running one ends
-    at its next step, which frees the model for the next request. ``queued(future)``
-    is told the job's future as soon as it is in the model thread's line; ``size``, the
-    job's work (app.models.worker.work_of), scales the waits the line expects."""
-    future = submit(fn) if size is None else submit(fn, size=size)
-    if queued is not None:
-        queued(future)
-    waiting = asyncio.wrap_future(future)
-    try:
-        while True:
-            done, _ = await asyncio.wait({waiting}, timeout=poll_s)
-            if done:
-                break
-            yield None
-    finally:
-        if not future.done():
-            future.cancel()
-            if stop is not None:
-                stop.set()
-    yield waiting.result()
-
-
-def tell_place(progress, hub: ModelHub) -> Callable[[object], None]:
-    """In_background's ``queued``: once the run is in the model thread's line,
-    ``progress.place()`` reads where it stands there."""
-    def queued(future) -> None:
-        progress.place = lambda: hub.place(future)
-    return queued
-
-
-async def on_model_thread(fn, submit, stop: Optional[threading.Event] = None,
-                          queued: Optional[Callable[[object], None]] = None, size: Optional[float] = None):
-    """``fn()`` run on the model thread, awaited; cancelled as :func:`in_background` is."""
-    result = None
-    async for item in in_background(fn, submit, stop, poll_s=3600, queued=queued, size=size):
-        result = item
-    return result
-
-
-async def until_ready(hub: ModelHub, timeout_s: float = 600.0, poll_s: float = 0.25) -> None:
-    """Wait for the default model without holding a thread (many requests may wait
-    at once while it loads, and a cancelled one must leave nothing behind)."""
-    deadline = time.monotonic() + timeout_s
-    while not hub.wait_ready(0) and time.monotonic() < deadline:
-        await asyncio.sleep(poll_s)
-
-
-__all__ = ["RUNS", "Runs", "Control", "Progress", "Lane", "SCHEMES", "TIMING", "timed_race", "run_in_turns",
-           "fewest_tokens", "compute_race",
-           "in_background", "tell_place", "on_model_thread", "until_ready", "TIMING_NOTE", "GumihoError"]
+__all__ = ["Progress", "SCHEMES", "TIMING", "timed_race", "compute_race", "fastest_run", "TIMING_NOTE"]

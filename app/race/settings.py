@@ -4,15 +4,12 @@ are for."""
 from __future__ import annotations
 
 import gradio as gr
-import torch
 
-from gumiho.errors import GumihoError
-from gumiho.loading import llamacpp_available, pick_runtime, resolve_runtime
+from gumiho.loading import llamacpp_available
 
-from ..models import zerogpu
-from ..models.hub import runtime_asked
-from ..web.access import Access
-from ..web.checks.forms import (
+from ..core import zerogpu
+from ..core.access import Access
+from ..core.forms import (
     DEVICE_TREE,
     PAPER_SHAPE,
     PAPER_TREE_SETTINGS,
@@ -37,17 +34,13 @@ AS_STORED_LABEL = "4-bit, as the file stores them (llama.cpp)"
 UNAVAILABLE = " (unavailable here)"
 
 
-def weights_choices(native_note: str = "") -> list[tuple[str, str]]:
+def weights_choices(runtime: str, native_note: str = "") -> list[tuple[str, str]]:
     """The weights this server can race the default model on, the race's default
     first: float32, where the hybrid drafter pays; "as stored" where the hub's default
-    load (load_target's runtime rule, GUMIHO_RUNTIME included) runs the file in llama.cpp,
+    load runs the file in llama.cpp (``runtime``: ModelHub.runtime, app.models.hub.runtime_for),
     marked unavailable when that runtime died in its trial here (``native_note``: the
     loaded target's runtime_note)."""
     choices = [("float32, dequantised (PyTorch)", WEIGHTS_FLOAT32)]
-    try:
-        runtime = resolve_runtime(pick_runtime(runtime_asked()), True, torch.device(zerogpu.model_device()))
-    except GumihoError:  # an unknown GUMIHO_RUNTIME: the hub's load reports it in the banner
-        runtime = "torch"
     if runtime == "llama.cpp":
         choices.append((AS_STORED_LABEL + (UNAVAILABLE if native_note else ""), WEIGHTS_AS_STORED))
     return choices

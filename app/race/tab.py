@@ -16,38 +16,28 @@ import gradio as gr
 
 from gumiho import CopySettings
 
-from ..models.hub import ModelHub
-from ..models.worker import work_of
-from ..replays import Replays
-from ..views.records import DrafterLayout, RaceResult
-from ..views.render import render_banner, render_legend, render_run, render_stats
-from ..web.checks.forms import (
+from ..core.forms import (
     COPY_DEFAULT,
     DEVICE_TREE,
-    MAX_NEW_TOKENS,
     MAX_TEMPERATURE,
     MAX_TREE_DEPTH,
     MAX_TREE_NODES,
     MAX_TREE_TOP_K,
     PAPER_SHAPE,
     SIZED_SHAPE,
-    TREE_FIELDS,
     RaceForm,
+    as_given,
     parse_request,
 )
-from ..web.shared import GENERATE, Session, bound, fail, placeholder, wire
+from ..core.jobs import RUNS, Control, run_job
+from ..core.page import GENERATE, Session, bound, fail, job_outputs, placeholder, wire
+from ..models.hub import ModelHub
+from ..replays import Replays
+from ..views.records import DrafterLayout, RaceResult
+from ..views.render import render_banner, render_legend, render_run, render_stats
 from .plots import RACE_PLOTS
 from .replay import race_replay
-from .run import (
-    RUNS,
-    TIMING_NOTE,
-    Control,
-    Progress,
-    compute_race,
-    in_background,
-    tell_place,
-    until_ready,
-)
+from .run import TIMING_NOTE, Progress, compute_race
 from .settings import TREE_SHAPES, advanced_note, paper_tree_note, tree_controls, weights_choices, weights_info
 from .whatif import add_whatif
 
@@ -68,7 +58,7 @@ it and the measured speedup differ, the prompt's reading and the steps' spread a
 @dataclass
 class RaceTab:
     """The tab's components. The controls of the race's form carry the names of
-    :class:`~app.web.checks.forms.RaceForm`'s fields (:meth:`form_controls`); the walkthrough reads
+    :class:`~app.core.forms.RaceForm`'s fields (:meth:`form_controls`); the walkthrough reads
     the drafter and tree settings from here, and the status poll enables Run and
     refreshes the menu."""
 
@@ -106,18 +96,6 @@ class RaceTab:
         """The control of each field of the race's form, by the field's name, and
         ``tree_touched`` (read the values with :func:`as_given`)."""
         return {**{f.name: getattr(self, f.name) for f in fields(RaceForm)}, "tree_touched": self.tree_touched}
-
-
-def as_given(values: dict) -> dict:
-    """The form's values as the visitor gave them: the tree controls show the tree
-    sized for this device (DEVICE_TREE) until one is moved, and a race left at
-    them runs the tree of the runtime it runs on, which the library chooses
-    (GenerationSettings.tree_on: on the 4-bit weights a chain of one), so untouched
-    they are sent as not given. Without a ``tree_touched`` value, as they are."""
-    values = dict(values)
-    if values.pop("tree_touched", True):
-        return values
-    return {name: None if name in TREE_FIELDS else value for name, value in values.items()}
 
 
 def add_race_tab(hub: ModelHub, session: Session, examples: list[str], ready: bool, replays: Replays) -> RaceTab:
@@ -160,7 +138,7 @@ def _prompt_row(examples: list[str], ready: bool) -> dict:
 def _settings(hub: ModelHub) -> dict:
     with gr.Accordion("Settings", open=False):
         with gr.Row():
-            max_new = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens")
+            max_new = gr.Slider(1, hub.settings.max_new_tokens, value=64, step=1, label="Max new tokens")
             temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=0.0, step=0.05, label="Temperature (0 = greedy)")
             top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
             # No minimum here: the framework's own check of it would end the run's chain of
@@ -195,7 +173,7 @@ def _settings(hub: ModelHub) -> dict:
         wire(tree_shape.change, lambda v: tree_controls(v["shape"], {k: v[k] for k in controls}, v["saved"]),
              {"shape": tree_shape, **controls, "saved": sized}, {**controls, "saved": sized}, queue=False,
              show_progress="hidden", api_visibility="private")
-        choices = weights_choices(hub.native_note)
+        choices = weights_choices(hub.runtime, hub.native_note)
         weights = gr.Radio(choices, value=choices[0][1], label="Target weights",
                            info=weights_info(hub.native_note), elem_id="gm-weights")
         gr.Markdown("Until you move a tree control, each race takes the tree of the weights it runs on (on the "
@@ -266,7 +244,7 @@ def _wire(t: RaceTab, hub: ModelHub, session: Session, replays: Replays) -> None
 
 def _race_steps(start, t: RaceTab, hub: ModelHub, session: Session, replays: Replays, live: bool = False) -> None:
     """The run's chain of events, begun by ``start`` (an event's ``click`` or ``then``),
-    each wired by name (app.web.shared.wire). An example prompt at the recorded settings
+    each wired by name (app.core.page.wire). An example prompt at the recorded settings
     replays its recording unless ``live``."""
     columns = {"v_html": t.v_html, "g_html": t.g_html, "v_stats": t.v_stats, "g_stats": t.g_stats,
                "result_html": t.result_html, "status": t.status}
@@ -305,7 +283,8 @@ def start_race(hub: ModelHub, values: dict) -> dict:
     run whose buttons the refused run's last step would then reset."""
     try:
         given = as_given(values)
-        req = parse_request(RaceForm(**{f.name: given[f.name] for f in fields(RaceForm)}), hub.access)
+        req = parse_request(RaceForm(**{f.name: given[f.name] for f in fields(RaceForm)}), hub.access,
+                            settings=hub.settings)
     except Exception as e:
         return {"run_id": "", "request": None, "run_btn": gr.Button(interactive=False),
                 "paper_btn": gr.Button(interactive=False), "status": fail(e)}
@@ -322,35 +301,29 @@ async def race_compute(hub: ModelHub, replays: Replays, live: bool, values: dict
     if req is None:  # refused by start_race, which said why
         yield {"race": None}
         return
-    recorded, recorded_on = (None, "") if live else replays.recorded("race", req)
-    if recorded is not None:  # an example at its recorded settings: at once, for everyone, and said so
-        yield {"race": dataclasses.replace(recorded, recorded_on=recorded_on, run_id=""),
-               "status": render_banner(f"Replaying this example's recorded race (recorded on {recorded_on})…",
-                                       "info"), "legend": render_legend(recorded.gumiho.layout)}
-        return
     ctl = RUNS.get(values["run_id"]) or Control()
+    progress = Progress()
+
+    def finished(result: RaceResult) -> dict:
+        note = ("Replaying both runs side by side with their recorded timestamps…" if not result.vanilla.stopped
+                else "Stopped.")
+        if not (result.vanilla.stopped or result.gumiho.stopped):  # a finished race can be shared by link
+            result.run_id = values["run_id"]
+            replays.shared.put(result.run_id, "race", result)
+        return {"race": result, "status": render_banner(note, "info"), "legend": render_legend(result.gumiho.layout)}
+
+    def recorded(result: RaceResult, recorded_on: str) -> dict:  # an example at its recorded settings: at once
+        return {"race": dataclasses.replace(result, recorded_on=recorded_on, run_id=""),
+                "status": render_banner(f"Replaying this example's recorded race (recorded on {recorded_on})…",
+                                        "info"), "legend": render_legend(result.gumiho.layout)}
+
+    updates = run_job(hub, replays, "race", req, lambda stop: compute_race(hub, req, stop, progress), live=live,
+                      stop=ctl.stop, progress=progress, default_target=not req.target)
     try:
-        if not req.target and not hub.wait_ready(0):
-            yield {"race": None, "status": render_banner("Waiting for the model to finish loading…", "loading")}
-            await until_ready(hub)
-        progress = Progress()
-        result = None
-        async for item in in_background(lambda: compute_race(hub, req, ctl.stop, progress), hub.submit,
-                                        stop=ctl.stop, queued=tell_place(progress, hub),
-                                        size=work_of("race", req)):
-            if item is None:
-                yield {"race": None, "status": render_banner(progress.text(), "loading")}
-            else:
-                result = item
+        async for out in job_outputs(updates, finished, recorded, progress.text, waiting={"race": None}):
+            yield out
     except Exception as e:  # every failure becomes a message; the app keeps serving
         yield {"race": None, "status": fail(e)}
-        return
-    note = ("Replaying both runs side by side with their recorded timestamps…" if not result.vanilla.stopped
-            else "Stopped.")
-    if not (result.vanilla.stopped or result.gumiho.stopped):  # a finished race can be shared by link
-        result.run_id = values["run_id"]
-        replays.shared.put(result.run_id, "race", result)
-    yield {"race": result, "status": render_banner(note, "info"), "legend": render_legend(result.gumiho.layout)}
 
 
 def end_race(hub: ModelHub, values: dict) -> dict:

@@ -12,9 +12,9 @@ import gradio as gr
 
 from gumiho.speedmodel import predicted_speedup_from_ratios, predicted_tau
 
+from ..core.page import wire
 from ..views.render import esc
 from ..views.sliders import FigureSlider
-from ..web.shared import wire
 
 POSITIONS = 7
 # A start that tells a story: acceptance falling with the position, as every drafter's does,

@@ -16,7 +16,7 @@ from gumiho import GenerationStats, GumihoError, StepEvent, summarize
 from gumiho.bench.machine_load import LoadReading
 from gumiho.heads import HeadFamily
 from gumiho.proposers import CopyDrafter, Head, as_proposer
-from gumiho.speedmodel import SpeedPrediction, predict_from_runs
+from gumiho.speedmodel import SpeedPrediction, predict_from_runs, predicted_run_tau
 from gumiho.target import Target
 
 from .heads import head_label
@@ -283,6 +283,28 @@ def predict(vanilla_events: list[StepEvent], events: list[StepEvent]) -> Optiona
         return predict_from_runs(vanilla_events, events)
     except GumihoError:
         return None
+
+
+def prediction_summary(p, verify_steps: int) -> dict:
+    """The speed model's figures (gumiho.speedmodel), with the inputs that rebuild them:
+    predicted_speedup = tau_step x forward_s / (draft_s + verify_s), all four under
+    "prediction" (each a mean over the steps after the prefill: vanilla's decoding
+    steps, the speculative run's verify steps that drafted). predicted_tau is the same
+    tau_step, 1 + sum of acceptance by position, the tokens a verify step writes;
+    predicted_run_tau is the run's tau from it, (1 + S tau_step) / (1 + S) over S
+    verify steps, the measured tau's own definition (prefill included), to set beside
+    the measured tau."""
+    if p is None:
+        return {"predicted_tau": None, "predicted_run_tau": None, "predicted_speedup": None, "prediction": None}
+    return {"predicted_tau": round(p.tau, 6),
+            "predicted_run_tau": round(predicted_run_tau(p.acceptance, verify_steps), 4),
+            "predicted_speedup": round(p.speedup, 4),
+            # Seconds to the nanosecond: rounder figures would not rebuild the speedup to its 4 decimals.
+            "prediction": {"tau_step": round(p.tau, 6), "forward_s": round(p.forward_s, 9),
+                           "draft_s": round(p.draft_s, 9), "verify_s": round(p.verify_s, 9),
+                           "acceptance_by_position": [round(a, 6) for a in p.acceptance],
+                           "formula": "predicted_speedup = tau_step * forward_s / (draft_s + verify_s); "
+                                      "tau_step = 1 + sum(acceptance_by_position); each time the mean per step"}}
 
 
 def record(label: str, events: list[StepEvent], tokenizer, prompt_ids, drafter=None, tree_depth: int = 0) -> RunRecord:

@@ -15,13 +15,8 @@ from typing import Callable, Optional
 from gumiho import GenerationSettings, GumihoError, stream
 from gumiho.heads import HeadFamily
 
-from ..models.hub import ModelHub
-from ..models.worker import waiting_text
-from ..models.zerogpu import on_gpu
-from ..views.records import DrafterLayout, StepView, step_views, whole_characters
-from ..views.render import esc, render_steps, token_mark, visible
-from ..web.access import Access
-from ..web.checks.forms import (
+from ..core.access import Access
+from ..core.forms import (
     DEVICE_TREE,
     PAPER_SHAPE,
     PAPER_TREE_SETTINGS,
@@ -31,9 +26,14 @@ from ..web.checks.forms import (
     check_prompt_length,
     parse_request,
 )
+from ..core.worker import waiting_text
+from ..core.zerogpu import on_gpu
+from ..models.hub import ModelHub
+from ..views.records import DrafterLayout, StepView, step_views, whole_characters
+from ..views.render import esc, render_steps, token_mark, visible
 from .treeplot import head_colour, proposer, tree_figure
 
-# The walkthrough's own tree: the paper's shape (app.web.checks.forms.PAPER_TREE_SETTINGS). The
+# The walkthrough's own tree: the paper's shape (app.core.forms.PAPER_TREE_SETTINGS). The
 # race sizes its tree for speed on this machine, and on a CPU that is 5 tokens to
 # depth 3: one MLP head at most, so a class would almost never see positions 4-7,
 # the parallel heads that are half of what this tab teaches. A step-through has no
@@ -100,7 +100,7 @@ class WalkProgress:
     max_tokens: int = 0
     tokens: int = 0
     started: bool = False  # the model thread has taken the job
-    place: Callable[[], object] = lambda: None  # where the run stands in line (race.run.tell_place)
+    place: Callable[[], object] = lambda: None  # where the run stands in line (app.core.jobs.run_job)
 
     def text(self, tree_label: str) -> str:
         if not self.started:
@@ -174,14 +174,15 @@ def _piece(tok, ctx: list[int], token: int) -> str:
     return full[len(base):] if full.startswith(base) else full
 
 
-@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/models/zerogpu.py); elsewhere unchanged
+@on_gpu  # on a ZeroGPU Space each call runs in a GPU worker (app/core/zerogpu.py); elsewhere unchanged
 def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = None,
                  progress: Optional["WalkProgress"] = None) -> Walk:
     progress = progress or WalkProgress()
     progress.max_tokens = req.settings.max_new_tokens
     res = hub.resolve(req.target, req.drafter, req.drafter_path, req.copy_from_context)
     target, drafter = res.target, res.drafter
-    ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name)
+    ids = check_prompt_length(target.encode(req.prompt), target.context_length, target.name,
+                              hub.settings.max_prompt_tokens)
     settings: GenerationSettings = req.settings
     progress.started = True
     events = []

@@ -3,20 +3,17 @@ step at a time, with Previous / Next, a slider and autoplay. It decodes with the
 Race tab's drafter, and with the race's tree when asked to."""
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Optional
 
 import gradio as gr
 
+from ..core.forms import MAX_TEMPERATURE, WALK_MAX_NEW_TOKENS, RaceForm, as_given
+from ..core.jobs import run_job
+from ..core.page import GENERATE, Session, fail, job_outputs, placeholder, wire
 from ..models.hub import ModelHub
-from ..models.worker import work_of
-from ..race.run import in_background, tell_place, until_ready
-from ..race.tab import RaceTab, as_given
 from ..replays import Replays, shown_as_recorded
 from ..views.render import render_banner
-from ..web.checks.forms import MAX_TEMPERATURE, WALK_MAX_NEW_TOKENS, RaceForm
-from ..web.shared import GENERATE, Session, fail, placeholder, wire
 from .acceptance_panel import acceptance_panel
 from .steps import (
     EXPLANATION,
@@ -45,7 +42,7 @@ class WalkTab:
     walk_btn: gr.Button  # enabled by the status poll once the model is ready
 
 
-def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bool, race: RaceTab,
+def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bool, race_controls: dict,
                  replays: Replays) -> WalkTab:
     """The tab, inside the Blocks' Tabs, after the Race tab (whose settings it reads)."""
     with gr.Tab("Walkthrough", id="walk"):
@@ -65,7 +62,7 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
             tree = gr.Radio(TREE_CHOICES, value=PAPER_TREE, label="Tree", elem_id="gm-walk-tree-choice", scale=3,
                             info="The race's tree is the one the Race tab's settings give (depth, top-k, "
                                  "node budget, sized by cost or not).")
-            # The one bound every temperature of the app has (app.web.checks.forms.MAX_TEMPERATURE).
+            # The one bound every temperature of the app has (app.core.forms.MAX_TEMPERATURE).
             temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=0.0, step=0.05, label="Temperature (0 = greedy)",
                                     scale=2,
                                     elem_id="gm-walk-temperature", min_width=200)
@@ -92,7 +89,7 @@ def add_walk_tab(hub: ModelHub, session: Session, examples: list[str], ready: bo
     play = {"playing": playing, "timer": timer, "play_btn": play_btn}
     nav = {"slider": slider, "prev_btn": prev_btn, "next_btn": next_btn, **view}
     # The walk's own prompt, token count and tree; the drafter, its tree settings and another model from the race.
-    race_settings = {name: control for name, control in race.form_controls().items()
+    race_settings = {name: control for name, control in race_controls.items()
                      if name in WALK_CONTROLS}
     quiet = dict(queue=False, show_progress="hidden", api_visibility="private")
     # The button is off while a walk runs (a second press would only queue the same walk again),
@@ -149,26 +146,14 @@ async def walk_run(hub: ModelHub, replays: Replays, live: bool, values: dict):
                                                            *WALK_FORM_FIELDS)})
         req = walk_request(form, values["walk_tree"], hub.access)
         label = TREE_LABELS[tree_choice_of(req)]
-        recorded, recorded_on = (None, "") if live else replays.recorded("walkthrough", req)
-        if recorded is not None:
-            yield shown_as_recorded(_walk_outputs(recorded), recorded_on, "walk")
-            return
-        if not req.target and not hub.wait_ready(0):
-            yield {"status": render_banner("Waiting for the model to finish loading…", "loading")}
-            await until_ready(hub)
-        stop = threading.Event()  # set if the page goes away mid-walk
-        walk = None
-        async for item in in_background(lambda: compute_walk(hub, req, stop, progress), hub.submit, stop=stop,
-                                        queued=tell_place(progress, hub),
-                                        size=work_of("walkthrough", req)):
-            if item is None:
-                yield {"status": render_banner(progress.text(label), "loading")}
-            else:
-                walk = item
+        # No stop flag of a run's: run_job's own is set if the page goes away mid-walk.
+        updates = run_job(hub, replays, "walkthrough", req, lambda stop: compute_walk(hub, req, stop, progress),
+                          live=live, progress=progress, default_target=not req.target)
+        async for out in job_outputs(updates, _walk_outputs, lambda walk, recorded_on: shown_as_recorded(
+                _walk_outputs(walk), recorded_on, "walk"), lambda: progress.text(label)):
+            yield out
     except Exception as e:
         yield {"status": fail(e), **_nothing()}
-        return
-    yield _walk_outputs(walk)
 
 
 def _walk_outputs(walk: Walk) -> dict:

@@ -12,8 +12,6 @@ day. A finished live race's ``run_id`` replays it on the page at ``?run=<run_id>
 from __future__ import annotations
 
 import inspect
-import threading
-import time
 import uuid
 from typing import Optional
 
@@ -21,17 +19,18 @@ import gradio as gr
 
 from ..compare.run import CompareForm, compute_compare, parse_compare
 from ..compare.summary import compare_summary
+from ..core.forms import COPY_DEFAULT, SIZED_SHAPE, RaceForm, parse_request
+from ..core.jobs import DONE, RECORDED, run_job
+from ..core.page import GENERATE, friendly
 from ..lossless.run import LosslessForm, compute_lossless, parse_lossless
 from ..lossless.summary import lossless_summary
 from ..models.hub import ModelHub
-from ..models.worker import work_of
-from ..race.run import compute_race, on_model_thread, until_ready
+from ..race.run import compute_race
 from ..race.summary import summary
-from ..replays import LIVE, RECORDED, Replays
+from ..replays import LIVE, Replays
+from ..replays import RECORDED as RECORDED_SOURCE
 from ..walkthrough.steps import PAPER_TREE, compute_walk, walk_request
 from ..walkthrough.summary import walk_summary
-from .checks.forms import COPY_DEFAULT, SIZED_SHAPE, RaceForm, parse_request
-from .shared import GENERATE, friendly
 
 
 def add_api(hub: ModelHub, replays: Optional[Replays] = None) -> dict:
@@ -66,7 +65,7 @@ def add_api(hub: ModelHub, replays: Optional[Replays] = None) -> dict:
         return await api_race(hub, form, replays, live)
 
     # No concurrency limit of Gradio's: the model thread is the queue, and it refuses
-    # work beyond its bound with "The server is busy" (app/web/shared.py says why).
+    # work beyond its bound with "The server is busy" (app/core/page.py says why).
     gr.api(race_api, api_name="race", concurrency_id=GENERATE, concurrency_limit=None)
 
     async def walkthrough_api(prompt: str, max_new_tokens: int = 24, tree: str = PAPER_TREE,
@@ -130,29 +129,17 @@ def add_api(hub: ModelHub, replays: Optional[Replays] = None) -> dict:
 
 async def answer(hub: ModelHub, replays: Replays, kind: str, req, live: bool, compute, summarize,
                  default_target: bool = True) -> dict:
-    """One endpoint's answer to a checked request: its recording when the request is
-    a recorded example's and ``live`` is false, else ``compute(stop)`` on the model
-    thread; ``summarize`` makes the JSON, to which ``source`` (and ``recorded_on``)
-    is added. Async so that a client's cancel reaches the model thread (an asyncio
-    cancellation at the await): the job leaves its queue, or the running generation
-    stops at its next step."""
-    if default_target:
-        await until_ready(hub)
-    recorded, recorded_on = (None, "") if live else replays.recorded(kind, req)
-    if recorded is not None:
-        return {**summarize(recorded), "source": RECORDED, "recorded_on": recorded_on}
-    stop = threading.Event()
-    line = {}
-
-    def queued(future) -> None:  # where the run stood when it joined the model thread's line
-        place = hub.place(future)
-        line.update(ahead_at_arrival=place.ahead if place else 0,
-                    expected_wait_s=round(place.wait_s, 2) if place else 0.0, since=time.monotonic())
-
-    result = await on_model_thread(lambda: compute(stop), hub.submit, stop, queued, work_of(kind, req))
-    waited = round(time.monotonic() - line.pop("since"), 2) if "since" in line else None
-    # "queue": the runs ahead when it arrived, the wait then expected, and the seconds to the answer.
-    return {**summarize(result), "source": LIVE, "queue": {**line, "answered_after_s": waited}}
+    """One endpoint's answer to a checked request (app.core.jobs.run_job): its recording
+    when the request is a recorded example's and ``live`` is false, else ``compute(stop)``
+    on the model thread; ``summarize`` makes the JSON, to which ``source`` (and
+    ``recorded_on``, or the live run's ``queue``) is added."""
+    async for update in run_job(hub, replays, kind, req, compute, live=live, default_target=default_target):
+        if update.stage == RECORDED:
+            return {**summarize(update.result), "source": RECORDED_SOURCE, "recorded_on": update.recorded_on}
+        if update.stage == DONE:
+            # "queue": the runs ahead when it arrived, the wait then expected, and the seconds to the answer.
+            return {**summarize(update.result), "source": LIVE, "queue": update.line}
+    raise RuntimeError(f"the {kind} job ended without an answer")  # run_job always ends with one
 
 
 async def api_race(hub: ModelHub, form: RaceForm, replays: Optional[Replays] = None, live: bool = False) -> dict:
@@ -160,7 +147,7 @@ async def api_race(hub: ModelHub, form: RaceForm, replays: Optional[Replays] = N
     shared by its ``run_id``."""
     replays = replays if replays is not None else Replays(hub)
     try:
-        req = parse_request(form, hub.access)
+        req = parse_request(form, hub.access, settings=hub.settings)
         shared = {}
 
         def race(stop):

@@ -1,9 +1,10 @@
 """The Gradio Blocks, assembled from the page's parts (each feature's tab): the header and
 status banner, the Race tab (vanilla vs Gumiho), the Walkthrough tab, the Compare
-tab (every shipped drafter side by side) and the ``/race``, ``/walkthrough`` and
-``/compare`` endpoints. Each part adds its components and wires its own events; how
-the model-running events share the queue, and what a session keeps, is said in
-app/web/shared.py.
+tab (every shipped drafter side by side), the Lossless? tab (the losslessness check)
+and the ``/race``, ``/walkthrough``, ``/compare`` and ``/lossless_check`` endpoints
+(app/web/api.py). Each part adds its components and wires its own events; how the
+model-running events share the queue, and what a session keeps, is said in
+app/core/page.py; the server's settings come with the hub (ModelHub.settings).
 """
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from typing import Optional
 import gradio as gr
 
 from ..compare.tab import add_compare_tab
+from ..core.page import fail as _fail  # noqa: F401
+from ..core.page import new_session
 from ..lossless.tab import add_lossless_tab
 from ..models.hub import ModelHub
 from ..race.links import add_shared_runs
 
 # Reached as app.web.layout.<name> by the tests and by callers from before the page had
 # parts: the error path, the autoplay button's words, the /race work, and the model
-# work the page runs (a ZeroGPU Space must see it wrapped for the GPU, app/models/zerogpu.py).
+# work the page runs (a ZeroGPU Space must see it wrapped for the GPU, app/core/zerogpu.py).
 from ..race.run import compute_race  # noqa: F401
 from ..race.tab import add_race_tab
 from ..replays import Replays, SharedRuns
@@ -30,9 +33,6 @@ from .api import (
     add_api,
     api_race,  # noqa: F401
 )
-from .checks.forms import RECORDINGS_FILE, SHARED_DIR, SHARED_RUNS
-from .shared import QUEUE_SIZE, new_session
-from .shared import fail as _fail  # noqa: F401
 from .status import add_status, wire_status
 
 RESIZE_PLOTS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 100); }"
@@ -55,7 +55,8 @@ def load_examples() -> list[str]:
 
 def build_app(hub: Optional[ModelHub] = None, replays: Optional[Replays] = None) -> gr.Blocks:
     hub = hub or ModelHub()
-    replays = replays or Replays(hub, RECORDINGS_FILE, SharedRuns(SHARED_RUNS, SHARED_DIR))
+    settings = hub.settings
+    replays = replays or Replays(hub, settings.recordings_file, SharedRuns(settings.shared_runs, settings.shared_dir))
     examples = load_examples()
     ready = hub.ready  # the run buttons start enabled only if the model is loaded already
 
@@ -66,8 +67,8 @@ def build_app(hub: Optional[ModelHub] = None, replays: Optional[Replays] = None)
         # and Lossless? hid behind the framework's "More tabs" menu).
         with gr.Tabs(overflow_behavior="wrap") as tabs:
             race = add_race_tab(hub, session, examples, ready, replays)
-            walk = add_walk_tab(hub, session, examples, ready, race, replays)
-            compare = add_compare_tab(hub, examples, ready, race, replays)
+            walk = add_walk_tab(hub, session, examples, ready, race.form_controls(), replays)
+            compare = add_compare_tab(hub, examples, ready, race.form_controls(), replays)
             lossless = add_lossless_tab(hub, examples, ready, replays)
         # A plot resizes with the window only while it is shown: one on a hidden tab keeps
         # its old width, its end cut off, when its tab comes back. A resize event once the
@@ -78,7 +79,7 @@ def build_app(hub: Optional[ModelHub] = None, replays: Optional[Replays] = None)
         add_shared_runs(demo, race, session, replays)
         demo.api_defaults = add_api(hub, replays)  # read by app.web.checks.requests (app/web/server.py)
 
-    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=None)
+    demo.queue(max_size=settings.queue_limit, default_concurrency_limit=None)
     return demo
 
 

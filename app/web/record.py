@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import threading
 import time
 
 from ..compare.run import CompareForm, compute_compare, parse_compare
+from ..core.forms import SIZED_SHAPE, RaceForm, parse_request
+from ..core.settings import AppSettings
 from ..lossless.run import LosslessForm, compute_lossless, parse_lossless
 from ..models.hub import ModelHub
 from ..race.run import compute_race
 from ..replays.store import Recordings, machine_words, setup_of, today
 from ..walkthrough.steps import PAPER_TREE, compute_walk, walk_request
-from .checks.forms import RECORDINGS_FILE, SIZED_SHAPE, RaceForm, parse_request
 from .layout import load_examples
 
 KINDS = ("race", "walkthrough", "compare", "lossless")
@@ -62,8 +64,9 @@ def record(hub: ModelHub, prompts: list[str], kinds=KINDS, say=print) -> Recordi
 
 
 def main(argv=None) -> int:
+    settings = AppSettings.from_environment(os.environ)  # an entry point: the operator's settings, read once
     p = argparse.ArgumentParser(prog="python -m app.web.record", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=RECORDINGS_FILE, help="the recordings file (default: the app's, "
+    p.add_argument("--out", default=settings.recordings_file, help="the recordings file (default: the app's, "
                    "GUMIHO_APP_RECORDINGS or assets/recordings/examples.pkl.gz)")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"which runs, comma-separated ({', '.join(KINDS)})")
     p.add_argument("--examples", type=int, default=0, help="only the first N example prompts (0: all)")
@@ -76,7 +79,7 @@ def main(argv=None) -> int:
     prompts = load_examples()
     if args.examples > 0:
         prompts = prompts[:args.examples]
-    recordings = record(ModelHub(), prompts, kinds)
+    recordings = record(ModelHub(settings=settings), prompts, kinds)
     recordings.save(args.out)
     print(f"{len(recordings)} runs recorded on {recordings.recorded_on}")
     return 0

@@ -8,7 +8,8 @@ from typing import Optional
 
 from starlette.middleware import Middleware
 
-from ..models import zerogpu
+from ..core import zerogpu
+from ..core.settings import AppSettings
 from ..models.hub import ModelHub
 from .checks.requests import Guard, page_events, results_pending, session_blocks
 from .layout import build_app, load_css
@@ -33,17 +34,19 @@ def _quiet_leaked_event_loops(default):
     return hook
 
 
-def serve(host: Optional[str] = None, port: Optional[int] = None, hub: Optional[ModelHub] = None, block: bool = True):
+def serve(host: Optional[str] = None, port: Optional[int] = None, hub: Optional[ModelHub] = None, block: bool = True,
+          settings: Optional[AppSettings] = None):
     """Build and launch the app on ``host:port`` (default: GRADIO_SERVER_NAME /
-    GRADIO_SERVER_PORT, else 127.0.0.1:7860), then start loading the model in
+    GRADIO_SERVER_PORT, else 127.0.0.1:7860) with the operator's ``settings`` (read by the
+    entry point, app.py or ``python -m app``; None: the app's as shipped), then start loading the model in
     the background, so the first page is served before the model is ready. On a
-    ZeroGPU Space the model loads first instead, before the launch (app/models/zerogpu.py)."""
+    ZeroGPU Space the model loads first instead, before the launch (app/core/zerogpu.py)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if not getattr(sys.unraisablehook, "quiets_leaked_loops", False):
         sys.unraisablehook = _quiet_leaked_event_loops(sys.unraisablehook)
     host = host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = int(port or os.environ.get("GRADIO_SERVER_PORT") or 7860)
-    hub = hub or ModelHub()
+    hub = hub or ModelHub(settings=settings)
     if zerogpu.ZERO_GPU:
         hub.start()
     demo = build_app(hub)

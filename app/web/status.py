@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from ..core.page import bound
 from ..models.hub import ModelHub
 from ..race.settings import weights_choices, weights_info
 from ..views.render import render_banner
-from .shared import bound
 
 HEADER = """<div class="gm-header"><h1>Gumiho speculative decoding, made visible</h1>
 <p>A small drafter guesses the next tokens (a serial Transformer for positions 1–2, parallel MLP heads for 3–7);
@@ -44,7 +44,7 @@ def poll(hub: ModelHub, status: Status, other_models: list, default_model: list,
             **{b: gr.Button(interactive=can_run) for b in other_models},
             **{b: gr.Button(interactive=hub.ready) for b in default_model},
             drafter: gr.Dropdown(choices=hub.drafter_choices()), status.timer: gr.Timer(active=not done),
-            weights: gr.Radio(choices=weights_choices(note), info=weights_info(note, hub.runtime_choice))}
+            weights: gr.Radio(choices=weights_choices(hub.runtime, note), info=weights_info(note, hub.runtime_choice))}
 
 
 def wire_status(demo: gr.Blocks, hub: ModelHub, status: Status, other_models: list, default_model: list,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import gradio as gr
 
+from app.core.forms import DEVICE_TREE, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE
 from app.models.hub import ModelHub
 from app.race.settings import PAPER_TREE_HINT, tree_controls
-from app.web.checks.forms import DEVICE_TREE, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE
 from app.web.layout import build_app
 
 SIZED = {"depth": 3, "top_k": 4, "budget": 5, "cost_aware": True}

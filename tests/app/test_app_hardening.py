@@ -15,17 +15,17 @@ import time
 import pytest
 from test_app_render import TOK
 
+from app.core.access import Access
+from app.core.forms import RaceForm, parse_request
+from app.core.worker import BUSY, ModelThread
 from app.models.hub import ModelHub, Resolved, _random_drafter
-from app.models.worker import BUSY, ModelThread
 from app.race.replay import replay_frames
 from app.race.run import compute_race
 from app.views.records import DrafterLayout
 from app.views.render import render_result, render_run, render_stats
 from app.walkthrough.treeplot import tree_figure
 from app.web import layout
-from app.web.access import Access
 from app.web.api import error_summary
-from app.web.checks.forms import RaceForm, parse_request
 from gumiho import GenerationSettings, GumihoError, TreeSettings, stream
 from helpers import tiny_target
 

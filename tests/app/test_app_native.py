@@ -9,8 +9,8 @@ from pathlib import Path
 import gradio_client
 import pytest
 
+from app.core.forms import WEIGHTS_AS_STORED
 from app.race.settings import UNAVAILABLE, weights_choices, weights_info
-from app.web.checks.forms import WEIGHTS_AS_STORED
 from app_server import start_app, stop_app
 from helpers import ready_hub, tiny_target
 
@@ -56,7 +56,7 @@ def test_the_status_line_and_the_weights_choice_say_why():
     hub = loaded_hub(target)
     level, text = hub.status()
     assert level == "warn" and "SIGILL" in text and "float32" in text
-    labels = dict((v, k) for k, v in weights_choices(hub.native_note))
+    labels = dict((v, k) for k, v in weights_choices(hub.runtime, hub.native_note))
     if WEIGHTS_AS_STORED in labels:  # offered where llama-cpp-python is installed: marked unavailable
         assert labels[WEIGHTS_AS_STORED].endswith(UNAVAILABLE)
     assert "SIGILL" in weights_info(hub.native_note) and "unavailable" in weights_info(hub.native_note)
@@ -65,4 +65,4 @@ def test_the_status_line_and_the_weights_choice_say_why():
 def test_a_model_on_its_runtime_says_nothing_of_it():
     hub = loaded_hub(tiny_target())
     assert hub.native_note == "" and "4-bit runtime is off" not in hub.status()[1]
-    assert all(not label.endswith(UNAVAILABLE) for label, _ in weights_choices(hub.native_note))
+    assert all(not label.endswith(UNAVAILABLE) for label, _ in weights_choices(hub.runtime, hub.native_note))

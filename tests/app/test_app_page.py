@@ -124,8 +124,8 @@ def test_the_walkthrough_shows_its_progress_while_it_generates():
 def test_the_race_says_it_is_reading_a_long_prompt():
     """Issue 54, item 4: the longest prompt took a minute to read with nothing on the page.
     The prefill is held until the banner has said so (a real race, its page event)."""
+    from app.core.forms import RaceForm, parse_request
     from app.race import tab as race_tab
-    from app.web.checks.forms import RaceForm, parse_request
 
     target = tiny_target("llama", vocab=320, hidden=32, eos=319, ctx=4096, seed=5)
     target.tokenizer = TOK

@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
+from app.core.forms import RaceForm, parse_request
 from app.race.summary import summary
 from app.race.whatif import START_ACCEPTANCE, from_race, monotone, predicted
 from app.views.records import RaceResult, record
 from app.views.render import render_result
-from app.web.checks.forms import RaceForm, parse_request
 from gumiho import GenerationSettings, TreeSettings, stream, summarize
 from gumiho.speedmodel import predicted_run_tau
 from helpers import FixedTreeDrafter, ready_hub, tiny_target

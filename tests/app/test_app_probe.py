@@ -18,13 +18,13 @@ import huggingface_hub
 import pytest
 from test_app_render import TOK, b
 
+from app.core.access import Access
+from app.core.forms import RaceForm, parse_request
+from app.core.page import friendly
 from app.models.hub import ModelHub, Resolved, _random_drafter
 from app.race import tab as race_tab
 from app.views.records import record
-from app.web.access import Access
-from app.web.checks.forms import RaceForm, parse_request
 from app.web.server import serve
-from app.web.shared import friendly
 from gumiho import EmittedToken, GumihoError, StepEvent
 from helpers import tiny_target
 
@@ -214,7 +214,7 @@ def test_runs_beyond_the_bound_are_refused_with_the_documented_words(probe_serve
 
 
 def test_stop_with_no_run_in_flight_says_nothing():
-    from app.web.shared import by_name
+    from app.core.page import by_name
 
     run_id, status = gr.State(""), gr.HTML("")
     stop = by_name(race_tab.stop_race, {"run_id": run_id}, {"status": status})  # as the page wires it
@@ -288,12 +288,12 @@ def test_a_drafter_path_is_named_as_typed_never_with_the_servers_home():
 
 
 def test_a_malformed_drafter_folder_gets_the_apps_words(tmp_path, monkeypatch):
-    from app.models import hub as hub_module
+    from app.models import loadable
 
     def python_error(*a, **k):
         raise TypeError("DrafterConfig.__init__() missing 1 required positional argument: 'vocab_size'")
 
-    monkeypatch.setattr(hub_module, "load_drafter", python_error)
+    monkeypatch.setattr(loadable, "load_drafter", python_error)
     folder = tmp_path / "half-a-drafter"
     folder.mkdir()
     with pytest.raises(GumihoError) as e:

@@ -12,9 +12,11 @@ import threading
 
 import pytest
 
+from app.core.forms import DEVICE_TREE, MAX_PROMPT_CHARS, RaceForm, parse_request
+from app.core.jobs import Runs, in_background
 from app.models.hub import ModelHub, Resolved, _random_drafter
 from app.race.replay import replay_frames
-from app.race.run import Runs, compute_race, in_background
+from app.race.run import compute_race
 from app.race.summary import summary
 from app.views import figures, palette
 from app.views.records import Detokenizer, DrafterLayout, RaceResult, record, step_views
@@ -37,7 +39,6 @@ from app.walkthrough.steps import (
     walk_request,
 )
 from app.walkthrough.summary import walk_summary
-from app.web.checks.forms import DEVICE_TREE, MAX_PROMPT_CHARS, RaceForm, parse_request
 from gumiho import EmittedToken, GenerationSettings, GumihoError, RejectedToken, StepEvent, TreeSettings, stream
 from gumiho.bench.machine_load import LoadReading
 from helpers import OracleDrafter, ready_hub, tiny_target
@@ -750,7 +751,7 @@ def test_copied_tokens_have_their_own_hue_legend_and_title():
 
 
 def test_copy_from_context_reaches_the_race_and_the_walkthrough(monkeypatch):
-    from app.web.checks.forms import COPY_DEFAULT
+    from app.core.forms import COPY_DEFAULT
 
     target = tiny_target("llama", vocab=320, hidden=32, eos=END, ctx=512, seed=4)
     target.tokenizer = TOK

@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
+from app.core.forms import RACE_WEIGHTS, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
 from app.race.run import compute_race
 from app.race.summary import summary
 from app.views.render import render_result
-from app.web.checks.forms import RACE_WEIGHTS, WEIGHTS_AS_STORED, WEIGHTS_FLOAT32, RaceForm, parse_request
 from gumiho.errors import GumihoError
 
 # Written for this test, not from a bench set.
@@ -110,9 +110,12 @@ def test_the_page_says_when_the_4bit_runtime_is_not_installed(monkeypatch):
     from app.race import settings as race_settings
 
     monkeypatch.setattr(race_settings, "llamacpp_available", lambda: False)
-    monkeypatch.setattr(race_settings.zerogpu, "model_device", lambda: "cpu")
+    monkeypatch.setattr("app.core.zerogpu.model_device", lambda: "cpu")
     monkeypatch.setattr("gumiho.loading.runtime.llamacpp_available", lambda: False)
-    assert [value for _, value in race_settings.weights_choices()] == [WEIGHTS_FLOAT32]
+    from app.core.settings import AppSettings
+    from app.models.hub import runtime_for
+
+    assert [value for _, value in race_settings.weights_choices(runtime_for(AppSettings()))] == [WEIGHTS_FLOAT32]
     info = race_settings.weights_info()
     assert "not installed on this server" in info and "pip install llama-cpp-python==0.3.36" in info
     monkeypatch.setattr(race_settings, "llamacpp_available", lambda: True)
@@ -123,14 +126,13 @@ def test_a_device_sized_tree_set_by_hand_is_raced_as_set_on_llamacpp(hub):
     """The controls' starting values, sent as given (an API call naming them), are a
     tree like any other: raced as set, not swapped for the runtime's (no comparison
     by value with the page's defaults decides it)."""
-    from app.web.checks.forms import DEVICE_TREE
+    from app.core.forms import DEVICE_TREE
     result = race(hub, WEIGHTS_AS_STORED, tree=(DEVICE_TREE.depth, DEVICE_TREE.serial_top_k, DEVICE_TREE.total_tokens))
     assert result.gumiho.layout.tree_depth == DEVICE_TREE.depth
 
 
 def test_untouched_tree_controls_are_sent_as_not_given():
-    from app.race.tab import as_given
-    from app.web.checks.forms import TREE_FIELDS
+    from app.core.forms import TREE_FIELDS, as_given
     values = {"prompt": "hi", "tree_depth": 3, "tree_top_k": 4, "tree_nodes": 5, "tree_cost_aware": False,
               "tree_shape": "sized"}
     untouched = as_given({**values, "tree_touched": False})

@@ -12,6 +12,8 @@ import threading
 import pytest
 from test_app_render import tiny_hub  # noqa: F401  (a fixture)
 
+from app.core.forms import PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, RaceForm, parse_request
+from app.core.settings import MAX_WAITING
 from app.models.hub import ModelHub
 from app.race import settings as race_settings
 from app.race.run import compute_race
@@ -19,7 +21,6 @@ from app.views import figures
 from app.views.records import DrafterLayout
 from app.views.render import render_legend, render_result
 from app.walkthrough import treeplot
-from app.web.checks.forms import MAX_WAITING, PAPER_SHAPE, PAPER_TREE_SETTINGS, SIZED_SHAPE, RaceForm, parse_request
 from app.web.layout import build_app
 from gumiho import TreeSettings
 from gumiho.bench.records import SET_NAMES, load, record_speedup

@@ -13,11 +13,11 @@ from app.compare.figures import acceptance_lines, step_time_figure
 from app.compare.run import COMPARE_MAX_NEW_TOKENS, CompareForm, compute_compare, parse_compare
 from app.compare.summary import compare_summary
 from app.compare.tab import comparison_outputs, render_table
+from app.core.forms import WEIGHTS_AS_STORED
+from app.core.worker import BUSY
 from app.models.hub import ModelHub
-from app.models.worker import BUSY
 from app.views.palette import plot_colour
 from app.web.api import api_compare
-from app.web.checks.forms import WEIGHTS_AS_STORED
 from gumiho.errors import GumihoError
 
 # Written for this test, not from a bench set.

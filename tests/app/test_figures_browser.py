@@ -17,10 +17,10 @@ if not os.path.exists(CHROMIUM):
 import plotly  # noqa: E402
 from playwright import sync_api  # noqa: E402
 
+from app.core.forms import PAPER_TREE_SETTINGS  # noqa: E402
 from app.views import figures
 from app.views.records import DrafterLayout  # noqa: E402
 from app.walkthrough import treeplot  # noqa: E402
-from app.web.checks.forms import PAPER_TREE_SETTINGS  # noqa: E402
 from gumiho import GenerationStats  # noqa: E402
 
 # The tier (pytest.ini's markers), kept with the tests it marks.

@@ -19,13 +19,14 @@ import pytest
 import torch
 
 import gumiho
+from app.core.forms import RaceForm, parse_request
+from app.core.settings import AppSettings
 from app.models.hub import ModelHub, Resolved, _random_drafter
 from app.race import run as race
 from app.race.replay import replay_frames
 from app.race.run import Progress, compute_race
 from app.race.summary import summary
 from app.views.render import render_result, speedup
-from app.web.checks.forms import RaceForm, parse_request
 from gumiho import EmittedToken, StepEvent
 from gumiho.proposers import Head, Proposer
 from helpers import tiny_target
@@ -206,7 +207,8 @@ class _FakeDrafter(Proposer):
 
 
 FAKE_DRAFTER = _FakeDrafter()
-FAKE_HUB = SimpleNamespace(resolve=lambda *a, **k: Resolved(FAKE_TARGET, FAKE_DRAFTER, True, "", "fake drafter"))
+FAKE_HUB = SimpleNamespace(resolve=lambda *a, **k: Resolved(FAKE_TARGET, FAKE_DRAFTER, True, "", "fake drafter"),
+                           settings=AppSettings())  # the app's settings as shipped
 
 
 def fake_race(monkeypatch, scheme, machine, max_new=64, stop=None, progress=None):

@@ -13,13 +13,12 @@ import time
 import pytest
 from test_app_render import TOK
 
+from app.core.forms import COPY_DEFAULT, DEVICE_TREE, SIZED_SHAPE, RaceForm, as_given, parse_request
+from app.core.worker import ModelThread, Place, waiting_text
 from app.models.hub import ModelHub, Resolved, _random_drafter
-from app.models.worker import ModelThread, Place, waiting_text
-from app.race.tab import as_given
 from app.replays import LIVE, RECORDED, Recordings, Replays, SharedRuns, request_key, setup_of
 from app.views.render import render_result
 from app.web import layout
-from app.web.checks.forms import COPY_DEFAULT, DEVICE_TREE, SIZED_SHAPE, RaceForm, parse_request
 from app.web.record import example_requests
 from helpers import tiny_target
 
@@ -202,7 +201,7 @@ def test_a_recorded_example_is_answered_at_once_and_says_so(hub, tmp_path):
 
 def test_a_page_waiting_for_the_model_is_shown_its_place(hub):
     """The race's status while its run waits in line names the place and the wait."""
-    from app.race.run import RUNS
+    from app.core.jobs import RUNS
     from app.race.tab import race_compute
 
     req = parse_request(RaceForm("Hello there", 4, 0.0, 1.0, 0, 3, 2, 4))
@@ -255,8 +254,8 @@ def test_every_tab_replays_a_recorded_example_at_once_and_offers_it_live(hub, tm
     recording command makes them, are shown at once (the model thread held all along),
     said to be recorded, with Run it live shown."""
     from app.compare.tab import compare_compute
+    from app.core.jobs import RUNS
     from app.lossless.tab import lossless_compute
-    from app.race.run import RUNS
     from app.walkthrough.tab import walk_run
 
     prompt = "Hello there"

@@ -19,13 +19,14 @@ import spaces  # pinned in requirements.txt: the Space imports it
 import torch
 from test_app_render import END, TOK
 
+from app.core import zerogpu
+from app.core.forms import DEVICE_TREE, RaceForm, parse_request
+from app.core.settings import AppSettings
+from app.core.worker import ModelThread
 from app.models import hub as hub_module
-from app.models import zerogpu
 from app.models.hub import ModelHub, _random_drafter
-from app.models.worker import ModelThread
 from app.race.run import Progress, compute_race
 from app.walkthrough.steps import compute_walk
-from app.web.checks.forms import DEVICE_TREE, RaceForm, parse_request
 from gumiho import GumihoError, TreeSettings
 from helpers import ROOT, ready_hub, tiny_target
 
@@ -38,7 +39,7 @@ def test_the_gpu_decorator_is_the_identity_off_zerogpu():
 
     assert spaces.GPU(job) is job and spaces.GPU(duration=30)(job) is job
     assert zerogpu.on_gpu(job) is job
-    assert zerogpu.gpu_call is zerogpu.run_job
+    assert zerogpu.gpu_call is zerogpu.run_on_gpu_worker
 
 
 def test_zerogpu_is_detected_as_the_spaces_package_detects_it():
@@ -114,7 +115,7 @@ def like_spaces(fn):
 @pytest.fixture
 def zero_gpu(monkeypatch):
     monkeypatch.setattr(zerogpu, "ZERO_GPU", True)
-    monkeypatch.setattr(zerogpu, "gpu_call", like_spaces(zerogpu.run_job))
+    monkeypatch.setattr(zerogpu, "gpu_call", like_spaces(zerogpu.run_on_gpu_worker))
 
 
 def tokens(run):
@@ -154,13 +155,20 @@ def test_a_jobs_message_and_a_zerogpu_refusal_reach_the_page(tiny_hub, zero_gpu,
         zerogpu.on_gpu(compute_race)(tiny_hub, req, threading.Event())
 
 
-def test_a_gpu_call_asks_for_time_by_the_size_of_the_request(monkeypatch):
-    monkeypatch.delenv("GUMIHO_GPU_DURATION", raising=False)
-    short = zerogpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 16, 0.0, 1.0, 0, 3, 2, 4)))
-    long = zerogpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 512, 0.0, 1.0, 0, 3, 2, 4)))
-    assert 0 < short < long <= 120
-    monkeypatch.setenv("GUMIHO_GPU_DURATION", "45")
-    assert zerogpu.gpu_seconds("m", "f", 1, parse_request(RaceForm("Hi", 512, 0.0, 1.0, 0, 3, 2, 4))) == 45
+def test_a_gpu_call_asks_for_time_by_the_size_of_the_request():
+    long_request = parse_request(RaceForm("Hi", 512, 0.0, 1.0, 0, 3, 2, 4))
+    shipped = ModelHub(default_loader=lambda: None, warmup=False)
+    fixed = ModelHub(default_loader=lambda: None, warmup=False,
+                     settings=AppSettings.from_environment({"GUMIHO_GPU_DURATION": "45"}))
+    try:
+        short = zerogpu.gpu_seconds("m", "f", shipped.gpu_key, parse_request(RaceForm("Hi", 16, 0.0, 1.0, 0, 3, 2, 4)))
+        long = zerogpu.gpu_seconds("m", "f", shipped.gpu_key, long_request)
+        assert 0 < short < long <= 120
+        # The operator's fixed ask, read by the entry point into the hub's settings.
+        assert zerogpu.gpu_seconds("m", "f", fixed.gpu_key, long_request) == 45
+    finally:
+        shipped.close()
+        fixed.close()
 
 
 # ----------------------------------------------------------------------------- `spaces` in its ZeroGPU mode
@@ -178,8 +186,8 @@ if not torch.cuda.is_available():
     torch.cuda._is_in_bad_fork = _is_in_bad_fork
 
 import app
-from app.models import zerogpu
-from app.web.checks import forms as inputs
+from app.core import zerogpu
+from app.core import forms as inputs
 from app.models.hub import ModelHub
 from app.race.run import compute_race
 from gumiho.loading import prepare_target
@@ -187,7 +195,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 assert zerogpu.ZERO_GPU and torch.cuda.is_available() and zerogpu.model_device() == "cuda"
 assert inputs.DEVICE_TREE.total_tokens == 63, inputs.DEVICE_TREE
-assert zerogpu.gpu_call is not zerogpu.run_job and hasattr(zerogpu.gpu_call, "zerogpu")  # registered with spaces
+assert zerogpu.gpu_call is not zerogpu.run_on_gpu_worker and hasattr(zerogpu.gpu_call, "zerogpu")  # registered with spaces
 assert zerogpu.on_gpu(compute_race) is not compute_race
 from app.web import layout
 assert hasattr(layout.compute_race, "__wrapped__") and hasattr(layout.compute_walk, "__wrapped__")

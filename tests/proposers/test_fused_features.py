@@ -266,7 +266,7 @@ def test_eagle_is_listed_only_once_its_drafter_ships(monkeypatch):
     (a random-weight one, with a warning, until then)."""
     import app.models.hub as hub
     import gumiho.registry as registry
-    from app.web.checks.forms import DRAFTER_LABELS, RaceForm, parse_request
+    from app.core.forms import DRAFTER_LABELS, RaceForm, parse_request
     from gumiho.bench import parse_methods
 
     shipped = {k: f"/drafters/smollm2-135m-{k}" for k in ("gumiho", "serial", "parallel")}

@@ -217,8 +217,11 @@ def test_auto_is_the_default_and_picks_llamacpp_only_where_it_runs(monkeypatch):
     monkeypatch.setenv("GUMIHO_RUNTIME", "torch")  # the library reads no environment: the app and CLIs do
     assert runtime.pick_runtime(None) == "auto" and runtime.pick_runtime("") == "auto"
     assert runtime.pick_runtime("float32") == "torch"
-    from app.models.hub import runtime_asked
+    from app.core.settings import AppSettings
     from gumiho.bench.cli import build_parser
+
+    def runtime_asked():  # as the app's entry points read it, once
+        return AppSettings.from_environment(os.environ).runtime
 
     assert runtime_asked() == "torch" and runtime.pick_runtime(runtime_asked()) == "torch"  # the app's edge
     assert build_parser().parse_args(["--prompts", "p.jsonl"]).runtime == "torch"  # the bench command's edge

@@ -33,7 +33,7 @@ from .fields import Chains, Event, refusal
 
 API_NAMES = ("race", "walkthrough", "compare", "lossless_check")  # the documented endpoints (app/web/api.py)
 PREFIX = "/gradio_api"
-MAX_BODY = 1 << 20  # bytes: a prompt is at most 40,000 characters (app.web.checks.forms)
+MAX_BODY = 1 << 20  # bytes: a prompt is at most 40,000 characters (app.core.forms)
 NAMED_ROUTES = ("/call/v2/", "/call/", "/run/", "/api/")
 # The page's own routes, which name an event by its index: the queue's, and the one
 # its unqueued events (polls, toggles, steps of the walkthrough) are sent to.

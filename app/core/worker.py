@@ -42,7 +42,7 @@ class ModelThread:
 
     At most ``max_waiting`` jobs wait at a time; one more is refused at once with
     a GumihoError (BUSY). This is the app's queue for model work: the web server
-    hands every run straight here (app/web/shared.py), so the refusal a visitor
+    hands every run straight here (app/core/page.py), so the refusal a visitor
     sees is this one, in the app's words. A job whose future is cancelled before
     it starts is dropped and holds no place.
 
@@ -169,7 +169,7 @@ def work_of(kind: str, req) -> float:
 
 def waiting_text(place) -> str:
     """What a visitor waiting for the model reads: their place and the wait expected
-    from the runs measured so far (app.models.worker.ModelThread.place)."""
+    from the runs measured so far (app.core.worker.ModelThread.place)."""
     if place is None or place.running:
         return "Waiting for the model (one generation runs at a time)…"
     who = "1 run is" if place.ahead == 1 else f"{place.ahead} runs are"

@@ -79,7 +79,7 @@ def _find(module: str, qualname: str) -> Callable:
     return inspect.unwrap(obj)  # the job itself, even where its module decorated it with on_gpu
 
 
-def run_job(module: str, qualname: str, hub_key: int, req) -> tuple[bool, object]:
+def run_on_gpu_worker(module: str, qualname: str, hub_key: int, req) -> tuple[bool, object]:
     """In the GPU worker: the job ``module.qualname(hub, req, stop)`` on the worker's
     copy of the hub. (True, result), or (False, message) for a GumihoError, whose
     text the page shows; `spaces` would replace it with a generic error otherwise."""
@@ -97,9 +97,9 @@ def gpu_seconds(module: str, qualname: str, hub_key: int, req) -> int:
     remaining daily quota must cover it, so it grows with the request: the worker's
     start and the model's move to the GPU, then two decodes of up to max_new_tokens
     (vanilla and Gumiho), and a download and load for a model other than the default.
-    GUMIHO_GPU_DURATION (seconds) overrides it. Estimates, not measured on ZeroGPU."""
-    fixed = os.environ.get("GUMIHO_GPU_DURATION", "").strip()
-    if fixed.isdigit() and int(fixed) > 0:
+    The hub's settings may fix it (GUMIHO_GPU_DURATION, seconds). Estimates, not measured on ZeroGPU."""
+    fixed = getattr(getattr(_HUBS.get(hub_key), "settings", None), "gpu_duration_s", None)
+    if fixed:
         return int(fixed)
     seconds = 20 + 0.1 * int(req.settings.max_new_tokens)
     if getattr(req, "target", ""):
@@ -110,9 +110,9 @@ def gpu_seconds(module: str, qualname: str, hub_key: int, req) -> int:
 if ZERO_GPU:
     # Decorated at import, before the server launches: `spaces` registers the
     # Space's GPU functions at launch.
-    gpu_call = spaces.GPU(duration=gpu_seconds)(run_job)
+    gpu_call = spaces.GPU(duration=gpu_seconds)(run_on_gpu_worker)
 else:
-    gpu_call = run_job
+    gpu_call = run_on_gpu_worker
 
 
 def on_gpu(job: Callable) -> Callable:

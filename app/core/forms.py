@@ -4,7 +4,6 @@ tighter than the engine's."""
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -13,8 +12,11 @@ from gumiho.drafter import DRAFTER_KINDS
 from gumiho.loading import DEFAULT_TARGET_LABEL
 from gumiho.target import check_text
 
-from ...models import zerogpu
-from ..access import Access
+from . import zerogpu
+from .access import Access
+
+# The limits as shipped: an operator's own reach the checks through their ``settings`` argument.
+from .settings import MAX_PROMPT_TOKENS, AppSettings
 
 # The kinds are the library's (gumiho.drafter); only their words on the page are the
 # app's. The app offers a kind other than Gumiho only once its trained drafter ships
@@ -29,39 +31,18 @@ DRAFTER_LABELS = {
 # A kind the library gains must get its words here before the menu can show it
 # (a missing label would fail only when someone picked that drafter).
 if set(DRAFTER_LABELS) != set(DRAFTER_KINDS):
-    raise RuntimeError(f"app.web.checks.forms.DRAFTER_LABELS names {sorted(DRAFTER_LABELS)}, but the drafter kinds are "
+    raise RuntimeError(f"app.core.forms.DRAFTER_LABELS names {sorted(DRAFTER_LABELS)}, but the drafter kinds are "
                       f"{sorted(DRAFTER_KINDS)}: give every kind a label.")
 
 
-def env_int(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
-MAX_NEW_TOKENS = env_int("GUMIHO_APP_MAX_NEW_TOKENS", 512)
-MAX_PROMPT_TOKENS = env_int("GUMIHO_APP_MAX_PROMPT_TOKENS", 2048)
 MAX_PROMPT_CHARS = 40_000
 MAX_TEMPERATURE = 2.0
 MAX_TREE_DEPTH = 7
 MAX_TREE_TOP_K = 10
 MAX_TREE_NODES = 128
 WALK_MAX_NEW_TOKENS = 64
-# Runs waiting for the model thread, at most; one more is refused with "The server is busy".
-# A class-sized line: thirty visitors of one lesson, and some room.
-MAX_WAITING = max(1, env_int("GUMIHO_APP_MAX_WAITING", 40))
-# The example prompts' recorded runs (app/replays): the file, "" for none (every run live).
-RECORDINGS_FILE = os.environ.get("GUMIHO_APP_RECORDINGS", os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "assets",
-    "recordings", "examples.pkl.gz")).strip()
-# Races shared by link: how many the server keeps in memory, and a folder that keeps every
-# one across restarts ("" for none).
-SHARED_RUNS = max(1, env_int("GUMIHO_APP_SHARED_RUNS", 50))
-SHARED_DIR = os.environ.get("GUMIHO_APP_SHARED_DIR", "").strip()
-
 # The engine's tree for the device the default model runs on (small on a CPU, the
-# paper's 63 nodes on a GPU, ZeroGPU's included: app/models/zerogpu.py imports `spaces` first):
+# paper's 63 nodes on a GPU, ZeroGPU's included: app/core/zerogpu.py imports `spaces` first):
 # the defaults of the controls and the MLP-depth settings that have no control.
 DEVICE_TREE = TreeSettings.for_device(zerogpu.model_device())
 
@@ -160,7 +141,7 @@ def real(value, name: str, lo: float, hi: float, what: str, lo_open: bool = Fals
     return x
 
 
-def check_prompt(prompt) -> str:
+def check_prompt(prompt, max_prompt_tokens: int = MAX_PROMPT_TOKENS) -> str:
     if prompt is not None and not isinstance(prompt, str):
         raise GumihoError(f"The prompt must be text, got {type(prompt).__name__}: send it as a string.")
     if prompt is None or not prompt.strip():
@@ -169,15 +150,16 @@ def check_prompt(prompt) -> str:
     if len(prompt) > MAX_PROMPT_CHARS:
         raise GumihoError(
             f"The prompt has {len(prompt):,} characters; this demo takes at most {MAX_PROMPT_CHARS:,} "
-            f"(and {MAX_PROMPT_TOKENS:,} tokens). Shorten it."
+            f"(and {max_prompt_tokens:,} tokens). Shorten it."
         )
     return prompt
 
 
-def check_prompt_length(ids: list[int], context_length: int, model: str) -> list[int]:
+def check_prompt_length(ids: list[int], context_length: int, model: str,
+                        max_prompt_tokens: int = MAX_PROMPT_TOKENS) -> list[int]:
     """The demo's limit on the prompt's tokens (and the model's, leaving room for one
     new token). The ids themselves are checked by the engine (gumiho.decode.check_prompt_ids)."""
-    cap = min(MAX_PROMPT_TOKENS, context_length - 1)
+    cap = min(max_prompt_tokens, context_length - 1)
     if len(ids) > cap:
         raise GumihoError(
             f"The prompt is {len(ids):,} tokens long; this demo takes at most {cap:,} prompt tokens "
@@ -224,6 +206,18 @@ def check_pair(target_id: str, drafter_path: str) -> None:
 TREE_FIELDS = ("tree_depth", "tree_top_k", "tree_nodes", "tree_cost_aware")
 
 
+def as_given(values: dict) -> dict:
+    """The form's values as the visitor gave them: the tree controls show the tree
+    sized for this device (DEVICE_TREE) until one is moved, and a race left at
+    them runs the tree of the runtime it runs on, which the library chooses
+    (GenerationSettings.tree_on: on the 4-bit weights a chain of one), so untouched
+    they are sent as not given. Without a ``tree_touched`` value, as they are."""
+    values = dict(values)
+    if values.pop("tree_touched", True):
+        return values
+    return {name: None if name in TREE_FIELDS else value for name, value in values.items()}
+
+
 def _tree(form: RaceForm, shape: str) -> Optional[TreeSettings]:
     """The race's tree: the paper's whatever the controls say (they are then neither
     used nor checked); None, the runtime's own, when no tree field is given; else
@@ -260,7 +254,7 @@ def _models(form: RaceForm, access: Optional[Access]) -> tuple[str, str, str]:
                           "or a folder path.")
     if len(drafter_path) > 500 or "\n" in drafter_path:
         raise GumihoError("The drafter path is too long or has a line break; give a folder path.")
-    if access is not None:  # a public deployment: only what its operator allows (see app.web.access)
+    if access is not None:  # a public deployment: only what its operator allows (see app.core.access)
         access.check_target(target)
         access.check_drafter(drafter_path)
     pair = registry.get(target) if target else None
@@ -272,15 +266,18 @@ def _models(form: RaceForm, access: Optional[Access]) -> tuple[str, str, str]:
     return kind, target, drafter_path
 
 
-def parse_request(form: RaceForm, access: Optional[Access] = None, max_tokens_cap: Optional[int] = None) -> Request:
+def parse_request(form: RaceForm, access: Optional[Access] = None, max_tokens_cap: Optional[int] = None,
+                  settings: Optional[AppSettings] = None) -> Request:
     """``form`` checked: every problem a GumihoError that says what to give instead.
     ``access``: a public deployment's list of models; ``max_tokens_cap``: the most new
-    tokens (default: the demo's MAX_NEW_TOKENS)."""
-    cap = max_tokens_cap or MAX_NEW_TOKENS
+    tokens (default: the server's, ``settings.max_new_tokens``); ``settings``: the
+    server's (None: the app's as shipped)."""
+    settings = settings or AppSettings()
+    cap = max_tokens_cap or settings.max_new_tokens
     shape = text_field(form.tree_shape, "The tree", f"one of {', '.join(RACE_SHAPES)}") or SIZED_SHAPE
     if shape not in RACE_SHAPES:
         raise GumihoError(f"Unknown tree {shape[:40]!r}; choose one of {', '.join(RACE_SHAPES)}.")
-    prompt = check_prompt(form.prompt)
+    prompt = check_prompt(form.prompt, settings.max_prompt_tokens)
     n = whole(form.max_new_tokens, "Max new tokens", 1, cap, f"a whole number from 1 to {cap} in this demo")
     temp = real(form.temperature, "Temperature", 0.0, MAX_TEMPERATURE,
                 f"between 0 and {MAX_TEMPERATURE:g} (0 = greedy)")

@@ -1,7 +1,7 @@
 """What the parts of the page share.
 
 Concurrency: every piece of model work runs on the hub's one model thread
-(app/models/hub.py, its queue app/models/worker.py), so generations never overlap on the CPU (a race times its two
+(app/models/hub.py, its queue app/core/worker.py), so generations never overlap on the CPU (a race times its two
 decoders in alternation, app/race/run.py). That thread is the queue: at most
 ``GUMIHO_APP_MAX_WAITING`` runs wait for it, and one more is refused at once with
 "The server is busy" (the page's banner, the API's ``ok: false``). The events
@@ -20,21 +20,20 @@ import logging
 import os
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import AsyncIterator, Callable, Optional
 
 import gradio as gr
 
 from gumiho import GumihoError
 
 from ..views.render import esc, render_banner
-from .checks.forms import MAX_WAITING, env_int
+from .jobs import DONE, LOADING, RECORDED, JobUpdate
 
 log = logging.getLogger("gumiho.app")
 
 GENERATE = "generate"  # the queue slot every model-running event shares
-# Gradio's queue holds the events that do no model work (and each run's steps for a
-# moment): room for every waiting run's steps and a page's polls, far from a long backlog.
-QUEUE_SIZE = max(1, env_int("GUMIHO_APP_QUEUE_SIZE", 8 * MAX_WAITING))
+# Gradio's queue, which holds the events that do no model work, is sized by the server's
+# settings (app.core.settings.AppSettings.queue_limit).
 
 
 @dataclass
@@ -42,7 +41,7 @@ class Session:
     """One visitor's state, private to their page."""
 
     race: gr.State  # the last race (a RaceResult)
-    run_id: gr.State  # the id of their run in flight (app.race.run.RUNS)
+    run_id: gr.State  # the id of their run in flight (app.core.jobs.RUNS)
     request: gr.State  # the checked request of the run being started
     walk: gr.State  # the walkthrough (a Walk)
 
@@ -106,6 +105,25 @@ def wire(trigger, fn: Callable, inputs: dict, outputs: dict, *args, **event):
     name (:func:`by_name`); ``event``: the event's other settings. Returns the event."""
     return trigger(by_name(fn, inputs, outputs, *args), inputs=set(inputs.values()), outputs=list(outputs.values()),
                    **event)
+
+
+async def job_outputs(updates: AsyncIterator[JobUpdate], show: Callable[[object], dict],
+                      show_recorded: Callable[[object, str], dict], progress_text: Callable[[], str],
+                      waiting: Optional[dict] = None) -> AsyncIterator[dict]:
+    """A tab's outputs for a job's updates (app.core.jobs.run_job), each a dict by name:
+    ``show(result)`` when it is done, ``show_recorded(result, recorded_on)`` for a
+    recording, and while it waits the status banner (with ``progress_text()`` once it
+    is in line), with ``waiting``'s outputs beside it."""
+    waiting = waiting or {}
+    async for update in updates:
+        if update.stage == RECORDED:
+            yield show_recorded(update.result, update.recorded_on)
+        elif update.stage == DONE:
+            yield show(update.result)
+        elif update.stage == LOADING:
+            yield {**waiting, "status": render_banner("Waiting for the model to finish loading…", "loading")}
+        else:
+            yield {**waiting, "status": render_banner(progress_text(), "loading")}
 
 
 def placeholder(text: str) -> str:

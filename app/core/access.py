@@ -14,7 +14,6 @@ the network, so it tells a visitor nothing about which paths exist on the server
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
@@ -41,8 +40,8 @@ class Access:
     local_paths: bool = True
 
     @classmethod
-    def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "Access":
-        env = os.environ if env is None else env
+    def from_env(cls, env: Mapping[str, str]) -> "Access":
+        """What ``env`` (an entry point's environment, app.core.settings) lets visitors load."""
         public = bool((env.get("SPACE_ID") or "").strip()) or _switch(env.get(PUBLIC_ENV))
         allowed = tuple(x.strip() for x in (env.get(ALLOWED_ENV) or "").split(",") if x.strip())
         return cls(public=public, allowed=allowed, local_paths=not public or _switch(env.get(LOCAL_PATHS_ENV)))

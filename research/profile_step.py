@@ -1,6 +1,6 @@
 """Per-part timings of one speculative decode step on the real target.
 
-Runs the decode loop of gumiho.decode.stream by hand on a fixed prompt, timing
+Runs the decode loop of gumiho.engine.decode.stream by hand on a fixed prompt, timing
 each part of every step separately, and a vanilla step (one target forward over
 one token) for comparison:
 

@@ -4,7 +4,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LOOP_MODULES = ["gumiho/decode.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gumiho/proposers").glob("*.py"))]
+LOOP_MODULES = [*sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gumiho/engine").glob("*.py")),
+                *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gumiho/proposers").glob("*.py"))]
 MAX_LINES = 80
 
 
@@ -237,14 +238,19 @@ def test_the_library_never_imports_the_app():
     """The arrows run from the app down to the library, never back up: the app's console
     entry lives in the app (app/__main__.py), and a library module that reached for the
     app would need the app's packages (gradio) wherever the library runs."""
+    assert _app_imports_under("gumiho") == {}
+
+
+def _app_imports_under(folder: str) -> dict[str, list[str]]:
+    """file -> what it imports of the app, for every module below ``folder`` of gumiho/."""
     found = {}
-    for path in sorted((ROOT / "gumiho").rglob("*.py")):
+    for path in sorted((ROOT / folder).rglob("*.py")):
         # A package's __init__ resolves relative imports from itself, a module from its package.
         name = _module_name(path, "gumiho") + (".__init__" if path.name == "__init__.py" else "")
         hits = app_imports(path.read_text(encoding="utf-8"), name)
         if hits:
             found[str(path.relative_to(ROOT))] = hits
-    assert found == {}
+    return found
 
 
 def test_the_app_import_check_finds_an_import():
@@ -253,3 +259,34 @@ def test_the_app_import_check_finds_an_import():
     assert app_imports("from . import app", "gumiho.__init__") == ["gumiho.app"]
     assert app_imports("importlib.import_module('gumiho.app')", "gumiho.commands") == ["gumiho.app"]
     assert app_imports("from gumiho.apps import x\nimport application", "gumiho.commands") == []
+
+
+def _reached_from(graph: dict[str, set[str]], starts) -> set[str]:
+    """Every module ``starts`` import, directly or through others."""
+    seen, todo = set(), list(starts)
+    while todo:
+        for dep in graph.get(todo.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def engine_reaches(graph: dict[str, set[str]]) -> list[str]:
+    """The lab and app modules the engine's modules (gumiho/engine) import, at any
+    remove: the engine is handed the lab's rules, it never fetches them."""
+    engine = [m for m in graph if m == "gumiho.engine" or m.startswith("gumiho.engine.")]
+    return sorted(m for m in _reached_from(graph, engine)
+                  if m.split(".")[:2] in (["gumiho", "lab"], ["gumiho", "app"]) or m.split(".")[0] == "app")
+
+
+def test_the_engine_never_imports_the_lab_or_the_app():
+    assert [m for m in _graph("gumiho") if m.startswith("gumiho.engine.")]  # the check looks at something
+    assert engine_reaches(_graph("gumiho")) == []
+    assert _app_imports_under("gumiho/engine") == {}  # not even by name, through importlib
+
+
+def test_the_engine_import_check_finds_an_import():
+    graph = {"gumiho.engine.decode": {"gumiho.tree"}, "gumiho.tree": {"gumiho.lab.rules"}, "gumiho.lab.rules": set()}
+    assert engine_reaches(graph) == ["gumiho.lab.rules"]
+    assert engine_reaches({"gumiho.engine.run": {"gumiho.tree"}, "gumiho.tree": set()}) == []

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 
 import gradio as gr
 
-from gumiho.rules import EXACT
+from gumiho.lab.rules import EXACT
 
 from ..models.hub import ModelHub
 from ..models.worker import work_of

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from gumiho.speedmodel import predicted_run_tau
+from gumiho.lab.speedmodel import predicted_run_tau
 
 from ..views.records import RaceResult
 from ..views.render import SAMPLED_TEXTS, busy_note, speedup
@@ -46,7 +46,7 @@ def summary(result: RaceResult, prompt: str) -> dict:
 
 
 def prediction_summary(p, verify_steps: int) -> dict:
-    """The speed model's figures (gumiho.speedmodel), with the inputs that rebuild them:
+    """The speed model's figures (gumiho.lab.speedmodel), with the inputs that rebuild them:
     predicted_speedup = tau_step x forward_s / (draft_s + verify_s), all four under
     "prediction" (each a mean over the steps after the prefill: vanilla's decoding
     steps, the speculative run's verify steps that drafted). predicted_tau is the same

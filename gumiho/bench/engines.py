@@ -56,7 +56,7 @@ from typing import Optional
 
 import torch
 
-from ..decode import GenerationSettings, generate
+from ..engine.decode import GenerationSettings, generate
 from ..errors import GumihoError
 from ..kernels.machine import cpu_summary
 from ..loading import llamacpp_available, load_target

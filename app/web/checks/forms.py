@@ -10,8 +10,8 @@ from typing import Optional
 
 from gumiho import GenerationSettings, GumihoError, TreeSettings, registry
 from gumiho.drafter import DRAFTER_KINDS
+from gumiho.engine.target import check_text
 from gumiho.loading import DEFAULT_TARGET_LABEL
-from gumiho.target import check_text
 
 from ...models import zerogpu
 from ..access import Access
@@ -176,7 +176,7 @@ def check_prompt(prompt) -> str:
 
 def check_prompt_length(ids: list[int], context_length: int, model: str) -> list[int]:
     """The demo's limit on the prompt's tokens (and the model's, leaving room for one
-    new token). The ids themselves are checked by the engine (gumiho.decode.check_prompt_ids)."""
+    new token). The ids themselves are checked by the engine (gumiho.engine.decode.check_prompt_ids)."""
     cap = min(MAX_PROMPT_TOKENS, context_length - 1)
     if len(ids) > cap:
         raise GumihoError(

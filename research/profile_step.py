@@ -153,7 +153,7 @@ def spec_steps(g, target, drafter, prompt_ids, steps, settings, added=None):
     (and, appended to the list ``added`` when given, how many tokens each step added)."""
     kv = import_module(g.__name__ + ".kvcache")
     tr = import_module(g.__name__ + ".tree")
-    ve = import_module(g.__name__ + ".verify")
+    ve = import_module(g.__name__ + ".engine.acceptance")
 
     times = {p: [] for p in PARTS}
     sizes = []

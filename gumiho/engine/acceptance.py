@@ -19,10 +19,19 @@ rejection rule (SpecInfer / EAGLE) with a point-mass draft q = delta(c) reads:
 Unrolled, P(emit c_i) = p(c_i) and P(emit y) = p(y) for any other y: the emitted
 token has exactly the target's distribution, whatever the drafter proposed.
 
-Both rules also record what they did, for the events (gumiho.engine.events): every node
-tested, in order, with the numbers of its test (NodeCheck), and, when sampling, the
-residual distribution the bonus was drawn from (Residual). Recording draws nothing
-from the generator, so the samples are those of the rule alone.
+When asked (``records=True``: the walkthrough and the lab ask), both rules also
+record what they did, for the events (gumiho.engine.events): every node tested, in
+order, with the numbers of its test (NodeCheck), and, when sampling, the residual
+distribution the bonus was drawn from (Residual). Recording draws nothing from the
+generator, so the samples, and the tokens, are the same with records on or off. Off,
+greedy reads the device once per step (the argmax of every row) and sampling once
+(the processed distribution, copied to the host before the walk); the records add a
+log-softmax of each visited row and a second read (greedy), and a float per child
+and a top-k of the residual (sampling).
+
+A rule is a callable handed to the decode loop (gumiho.engine.decode.stream's
+``acceptance_rule``), called as :data:`SamplingRule` says. The engine has two:
+:func:`accept_greedy` for temperature 0 and :func:`accept_sampling` above it.
 """
 from __future__ import annotations
 

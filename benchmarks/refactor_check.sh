@@ -6,8 +6,10 @@
 #
 #   bash benchmarks/refactor_check.sh REV [OUT]     # e.g. REV = main~3; OUT default runs/refactor_check
 #
-# Three runs per side (about 7 minutes each on 2 cores): MT-Bench and HumanEval greedy
-# with every method, MT-Bench sampled with a fixed seed.
+# Four runs per side (the first three about 7 minutes each on 2 cores): MT-Bench and
+# HumanEval greedy with every method, MT-Bench sampled with a fixed seed, and a short
+# HumanEval run with the flags away from their defaults (temperature, top-p, top-k,
+# seed, every tree option, the copy proposer's settings, no warm-up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The float32 target the drafters were trained against (the torch runtime), as these records were made.
@@ -33,6 +35,11 @@ records() {  # records <checkout> <folder>
   (cd "$src" && PYTHONPATH="$src" "$PY" -m gumiho.bench --prompts benchmarks/prompts/mt_bench.jsonl --limit 3 \
      --max-new-tokens 32 --temperature 0.8 --seed 7 --methods vanilla,gumiho,gumiho+copy,copy "${common[@]}" \
      --out "$dest/mt_bench-sampled.json" >/dev/null)
+  (cd "$src" && PYTHONPATH="$src" "$PY" -m gumiho.bench --prompts benchmarks/prompts/humaneval.jsonl --limit 2 \
+     --first-n --max-new-tokens 24 --temperature 0.7 --top-p 0.9 --sample-top-k 40 --seed 11 --warmup 0 \
+     --total-tokens 8 --depth 4 --top-k 2 --mlp-top-k 2 --mlp-keep 2 --full-tree-tokens 2 \
+     --copy-tokens 3 --copy-min-match 2 --methods vanilla,gumiho,gumiho+copy "${common[@]}" \
+     --out "$dest/humaneval-flags.json" >/dev/null)
 }
 
 ABS_OUT=$(cd "$OUT" && pwd)

@@ -1,16 +1,15 @@
 """Gumiho speculative decoding: a hybrid serial/parallel drafter, tree verification
 that keeps the output exactly the target's, and the statistics to show it."""
-from .decode import GenerationResult, GenerationSettings, generate, stream
 from .drafter import Drafter, DrafterConfig
+from .engine.decode import GenerationResult, GenerationSettings, generate, stream
+from .engine.events import EmittedToken, NodeCheck, RejectedToken, Residual, StepEvent
+from .engine.metrics import GenerationStats, summarize
+from .engine.target import Target
 from .errors import GumihoError
-from .events import EmittedToken, NodeCheck, RejectedToken, Residual, StepEvent
 from .heads import HeadFamily
-from .loading import DEFAULT_TARGET, load_drafter, load_target, prepare_target, shipped_drafter_path
-from .lossless import LosslessCheck, chi_square_homogeneity, lossless_check
-from .metrics import GenerationStats, summarize
-from .proposers import Budget, CopyDrafter, CopySettings, Head, Proposer, Verified, as_proposer, with_copy
-from .rules import RULE_DESCRIPTIONS, SAMPLING_RULES
-from .speedmodel import (
+from .lab.lossless import LosslessCheck, chi_square_homogeneity, lossless_check
+from .lab.rules import RULE_DESCRIPTIONS, SAMPLING_RULES
+from .lab.speedmodel import (
     SpeedPrediction,
     predict_from_runs,
     predicted_run_tau,
@@ -18,7 +17,8 @@ from .speedmodel import (
     predicted_speedup_from_ratios,
     predicted_tau,
 )
-from .target import Target
+from .loading import DEFAULT_TARGET, load_drafter, load_target, prepare_target, shipped_drafter_path
+from .proposers import Budget, CopyDrafter, CopySettings, Head, Proposer, Verified, as_proposer, with_copy
 from .tree import DraftTree, TreeSettings
 
 __all__ = [

@@ -43,7 +43,7 @@ class TreeSettings:
     ``cost_aware``: ``total_tokens`` becomes the most a step verifies; each step
     verifies only as many of its best nodes as pay for themselves, from the drafter's
     path probabilities and the target's verify cost per tree size measured on this
-    machine (gumiho.verifycost has the rule and its derivation)."""
+    machine (gumiho.engine.verifycost has the rule and its derivation)."""
 
     total_tokens: int = 20
     depth: int = 6

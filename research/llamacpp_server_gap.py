@@ -16,7 +16,7 @@ import time
 
 from gumiho.bench.llamacpp_served import complete
 from gumiho.bench.prompt_sets import load_prompts, prompt_ids
-from gumiho.decode import GenerationSettings, generate
+from gumiho.engine.decode import GenerationSettings, generate
 from gumiho.formats.gguf_target import default_target_file
 from gumiho.loading import load_target
 from gumiho.serving.lifecycle import free_port, start_process, wait_until_serving

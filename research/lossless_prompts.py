@@ -1,4 +1,4 @@
-"""Benchmark: the Lossless? tab's experiment (gumiho.lossless) on everyday prompts, with
+"""Benchmark: the Lossless? tab's experiment (gumiho.lab.lossless) on everyday prompts, with
 the engine's acceptance rule and the two wrong ones, through the app's own code (the
 default model in float32 with its shipped Gumiho drafter, as the tab runs it).
 
@@ -22,7 +22,7 @@ from app.lossless.run import LosslessRequest, compute_lossless
 from app.lossless.summary import lossless_summary
 from app.models.hub import ModelHub
 from gumiho.kernels.machine import cpu_summary
-from gumiho.rules import SAMPLING_RULES
+from gumiho.lab.rules import SAMPLING_RULES
 
 PROMPTS = ("Write a haiku about the sea.",
            "What is the capital of France?",

@@ -1,5 +1,5 @@
 """Benchmark: the speedup predicted from a race's acceptance and step costs
-(gumiho.speedmodel) beside the one it measured, on the page's first example prompts,
+(gumiho.lab.speedmodel) beside the one it measured, on the page's first example prompts,
 for both weights the page races (float32 in PyTorch, the 4-bit file in llama.cpp),
 through the app's own race (app.race.run.compute_race), greedy, the page's default tree.
 

@@ -1,6 +1,6 @@
 """Per-part timings of one speculative decode step on the real target.
 
-Runs the decode loop of gumiho.decode.stream by hand on a fixed prompt, timing
+Runs the decode loop of gumiho.engine.decode.stream by hand on a fixed prompt, timing
 each part of every step separately, and a vanilla step (one target forward over
 one token) for comparison:
 
@@ -153,7 +153,7 @@ def spec_steps(g, target, drafter, prompt_ids, steps, settings, added=None):
     (and, appended to the list ``added`` when given, how many tokens each step added)."""
     kv = import_module(g.__name__ + ".kvcache")
     tr = import_module(g.__name__ + ".tree")
-    ve = import_module(g.__name__ + ".verify")
+    ve = import_module(g.__name__ + ".engine.acceptance")
 
     times = {p: [] for p in PARTS}
     sizes = []

@@ -6,7 +6,7 @@ the CPU takes them), interleaved prompt by prompt.
 
     python research/runtime_step.py --prompts benchmarks/prompts/mt_bench.jsonl --limit 4
 
-Parts of a step, timed around the decode loop's own functions (gumiho.decode):
+Parts of a step, timed around the decode loop's own functions (gumiho.engine.decode):
   draft    the proposer's tree (the drafter's Transformer for serial positions 2+, its heads)
   verify   the target's forward over the root and the drafted tokens
   commit   the cache keeps the accepted path and the drafter reads the accepted
@@ -20,7 +20,7 @@ import time
 
 import torch
 
-import gumiho.decode as decode
+import gumiho.engine.decode as decode
 from gumiho import GenerationSettings, generate
 from gumiho.bench.prompt_sets import load_prompts, prompt_ids
 from gumiho.loading import load_drafter, load_target, shipped_drafter_path

@@ -26,7 +26,7 @@ import sys
 
 from gumiho import GenerationSettings, load_drafter, load_target, shipped_drafter_path, stream
 from gumiho.bench import load_prompts, prompt_ids
-from gumiho.metrics import summarize
+from gumiho.engine.metrics import summarize
 
 BANDS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 

@@ -31,7 +31,7 @@ from gumiho import (
     with_copy,
 )
 from gumiho.bench import load_prompts, prompt_ids
-from gumiho.verifycost import verify_cost_for
+from gumiho.engine.verifycost import verify_cost_for
 
 
 def parse_grid(text: str) -> list[CopySettings]:

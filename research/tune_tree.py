@@ -19,7 +19,7 @@ import time
 
 from gumiho import GenerationSettings, TreeSettings, load_drafter, load_target, stream, summarize
 from gumiho.bench import load_prompts, prompt_ids
-from gumiho.verifycost import tokens_needed, verify_cost_for
+from gumiho.engine.verifycost import tokens_needed, verify_cost_for
 
 # The last two CPU defaults, rows 5 and 18: 7 drafted nodes plus up to 1 full-tree
 # node (9 with the root), and 5 drafted nodes without (6 with the root).
@@ -60,7 +60,7 @@ GRID = [
     dict(SIX_NODES, depth=5),
     dict(SIX_NODES, total_tokens=11, depth=5),
     # Row 21: a cost-aware tree: up to 11 drafted nodes, each step verifying as many as
-    # pay for themselves at the verify cost measured on this machine (gumiho.verifycost).
+    # pay for themselves at the verify cost measured on this machine (gumiho.engine.verifycost).
     dict(SIX_NODES, total_tokens=11, cost_aware=True),
 ]
 

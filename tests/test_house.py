@@ -4,7 +4,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LOOP_MODULES = ["gumiho/decode.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gumiho/proposers").glob("*.py"))]
+LOOP_MODULES = [*sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gumiho/engine").glob("*.py")),
+                *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gumiho/proposers").glob("*.py"))]
 MAX_LINES = 80
 
 
@@ -17,18 +18,13 @@ def _module_name(path: Path, top: str) -> str:
 
 def _imports(path: Path, name: str, package: bool) -> set[str]:
     """Every module of the same top package that ``path`` imports, at any depth of
-    the file (an import inside a function is still an import)."""
+    the file (an import inside a function is still an import), those for annotations
+    only (under ``if TYPE_CHECKING:``) included: they never run, but a circle through
+    them is still two modules that each need the other to be read."""
     top = name.split(".")[0]
     here = name.split(".") if package else name.split(".")[:-1]
     out = set()
-    tree = ast.parse(path.read_text())
-    # Imports for annotations only (under `if TYPE_CHECKING:`) never run: no circle through them.
-    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
-                   and getattr(block.test, "id", getattr(block.test, "attr", "")) == "TYPE_CHECKING"
-                   for stmt in block.body for n in ast.walk(stmt)}
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.split(".")[0] == top}
         elif isinstance(node, ast.ImportFrom):
@@ -124,6 +120,22 @@ def test_the_space_tool_is_not_in_the_library_wheel():
 
 def test_the_cycle_check_finds_a_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_import_graph_counts_annotation_only_imports(tmp_path):
+    module = tmp_path / "kinds.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .config import DrafterConfig\n")
+    assert _imports(module, "gumiho.drafter.kinds", False) == {"gumiho.drafter.config",
+                                                               "gumiho.drafter.config.DrafterConfig"}
+
+
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_longer_than_400_lines():
+    long = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+            for top in ("gumiho", "app", "space_deploy") for p in (ROOT / top).rglob("*.py")}
+    assert {rel: n for rel, n in long.items() if n > MAX_MODULE_LINES} == {}
 
 
 def test_decode_loop_and_proposer_functions_are_short():
@@ -237,14 +249,19 @@ def test_the_library_never_imports_the_app():
     """The arrows run from the app down to the library, never back up: the app's console
     entry lives in the app (app/__main__.py), and a library module that reached for the
     app would need the app's packages (gradio) wherever the library runs."""
+    assert _app_imports_under("gumiho") == {}
+
+
+def _app_imports_under(folder: str) -> dict[str, list[str]]:
+    """file -> what it imports of the app, for every module below ``folder`` of gumiho/."""
     found = {}
-    for path in sorted((ROOT / "gumiho").rglob("*.py")):
+    for path in sorted((ROOT / folder).rglob("*.py")):
         # A package's __init__ resolves relative imports from itself, a module from its package.
         name = _module_name(path, "gumiho") + (".__init__" if path.name == "__init__.py" else "")
         hits = app_imports(path.read_text(encoding="utf-8"), name)
         if hits:
             found[str(path.relative_to(ROOT))] = hits
-    assert found == {}
+    return found
 
 
 def test_the_app_import_check_finds_an_import():
@@ -253,3 +270,34 @@ def test_the_app_import_check_finds_an_import():
     assert app_imports("from . import app", "gumiho.__init__") == ["gumiho.app"]
     assert app_imports("importlib.import_module('gumiho.app')", "gumiho.commands") == ["gumiho.app"]
     assert app_imports("from gumiho.apps import x\nimport application", "gumiho.commands") == []
+
+
+def _reached_from(graph: dict[str, set[str]], starts) -> set[str]:
+    """Every module ``starts`` import, directly or through others."""
+    seen, todo = set(), list(starts)
+    while todo:
+        for dep in graph.get(todo.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def engine_reaches(graph: dict[str, set[str]]) -> list[str]:
+    """The lab and app modules the engine's modules (gumiho/engine) import, at any
+    remove: the engine is handed the lab's rules, it never fetches them."""
+    engine = [m for m in graph if m == "gumiho.engine" or m.startswith("gumiho.engine.")]
+    return sorted(m for m in _reached_from(graph, engine)
+                  if m.split(".")[:2] in (["gumiho", "lab"], ["gumiho", "app"]) or m.split(".")[0] == "app")
+
+
+def test_the_engine_never_imports_the_lab_or_the_app():
+    assert [m for m in _graph("gumiho") if m.startswith("gumiho.engine.")]  # the check looks at something
+    assert engine_reaches(_graph("gumiho")) == []
+    assert _app_imports_under("gumiho/engine") == {}  # not even by name, through importlib
+
+
+def test_the_engine_import_check_finds_an_import():
+    graph = {"gumiho.engine.decode": {"gumiho.tree"}, "gumiho.tree": {"gumiho.lab.rules"}, "gumiho.lab.rules": set()}
+    assert engine_reaches(graph) == ["gumiho.lab.rules"]
+    assert engine_reaches({"gumiho.engine.run": {"gumiho.tree"}, "gumiho.tree": set()}) == []

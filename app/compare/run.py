@@ -22,10 +22,11 @@ from typing import Callable, Optional
 
 import torch.nn as nn
 
-from gumiho import GenerationSettings, GenerationStats, GumihoError, TreeSettings, metrics, stream
+from gumiho import GenerationSettings, GenerationStats, GumihoError, TreeSettings, stream
 from gumiho.bench.machine_load import LoadMeter, LoadReading
+from gumiho.engine import metrics
+from gumiho.lab.speedmodel import SpeedPrediction
 from gumiho.proposers import with_copy
-from gumiho.speedmodel import SpeedPrediction
 
 from ..core.forms import DRAFTER_LABELS, RaceForm, check_prompt_length, flag, parse_request
 from ..core.turns import Lane, fewest_tokens, run_in_turns
@@ -149,11 +150,11 @@ class Comparison:
 
     def prediction(self, c: Compared) -> Optional[SpeedPrediction]:
         """The speedup ``c``'s acceptance and step costs predict against this vanilla
-        lane (gumiho.speedmodel); None when a lane has nothing to measure."""
+        lane (gumiho.lab.speedmodel); None when a lane has nothing to measure."""
         return predict(self.vanilla.events, c.record.events)
 
     def speedup(self, c: Compared) -> Optional[float]:
-        """Vanilla wall time / this drafter's for the same tokens, as gumiho.metrics
+        """Vanilla wall time / this drafter's for the same tokens, as gumiho.engine.metrics
         defines it (greedy: always the same tokens); None when stopped or empty."""
         if self.stopped or not self.vanilla.events or not c.record.events:
             return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from gumiho.speedmodel import mean_step_costs
+from gumiho.lab.speedmodel import mean_step_costs
 
 from ..views.records import RunRecord, prediction_summary
 from .run import COPY_ALONE, GUMIHO_COPY, TIMING, Compared, Comparison
@@ -16,7 +16,7 @@ from .run import COPY_ALONE, GUMIHO_COPY, TIMING, Compared, Comparison
 class StepTime:
     """Mean milliseconds of a verify step (the prompt's prefill left out: it is the same
     work for every decoder): drafting the tree, and the target's forward over it. The
-    steps are those the speed prediction averages (gumiho.speedmodel.cost_steps: the
+    steps are those the speed prediction averages (gumiho.lab.speedmodel.cost_steps: the
     verify steps that drafted; vanilla's every decoding step), so that the table's
     predicted column is its tokens/step x vanilla's ms / (drafting + verify ms)."""
 
@@ -170,7 +170,7 @@ def compare_summary(cmp: Comparison, prompt: str) -> dict:
         sp, p = cmp.speedup(c), cmp.prediction(c)
         return {"method": c.method, "label": c.label, **speed(c.record), "same_as_vanilla": c.same_as_vanilla,
                 "trained": c.trained, "speedup": round(sp, 4) if sp is not None else None,
-                # From its acceptance and step costs (gumiho.speedmodel), beside the measured ones.
+                # From its acceptance and step costs (gumiho.lab.speedmodel), beside the measured ones.
                 # tau_step, forward_s, draft_s and verify_s under "prediction" rebuild it.
                 **prediction_summary(p, st.verify_steps),
                 "parameters": c.parameters, "verify_steps": st.verify_steps,

@@ -168,7 +168,7 @@ def _millions(n: int) -> str:
 def render_table(cmp: Comparison) -> str:
     """One row per decoder. The predicted column is rebuilt from the row's own figures:
     tokens/step x vanilla's ms/step / (drafting + verify ms/step), the same means
-    gumiho.speedmodel divides (vanilla's ms/step is its plain forward)."""
+    gumiho.lab.speedmodel divides (vanilla's ms/step is its plain forward)."""
     rows = []
     v = cmp.vanilla
     vt = step_time(v)

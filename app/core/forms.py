@@ -9,8 +9,8 @@ from typing import Optional
 
 from gumiho import GenerationSettings, GumihoError, TreeSettings, registry
 from gumiho.drafter import DRAFTER_KINDS
+from gumiho.engine.target import check_text
 from gumiho.loading import DEFAULT_TARGET_LABEL
-from gumiho.target import check_text
 
 from . import zerogpu
 from .access import Access
@@ -158,7 +158,7 @@ def check_prompt(prompt, max_prompt_tokens: int = MAX_PROMPT_TOKENS) -> str:
 def check_prompt_length(ids: list[int], context_length: int, model: str,
                         max_prompt_tokens: int = MAX_PROMPT_TOKENS) -> list[int]:
     """The demo's limit on the prompt's tokens (and the model's, leaving room for one
-    new token). The ids themselves are checked by the engine (gumiho.decode.check_prompt_ids)."""
+    new token). The ids themselves are checked by the engine (gumiho.engine.decode.check_prompt_ids)."""
     cap = min(max_prompt_tokens, context_length - 1)
     if len(ids) > cap:
         raise GumihoError(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from gumiho.lossless import rare_outcomes
-from gumiho.rules import RULE_NAMES
+from gumiho.lab.lossless import rare_outcomes
+from gumiho.lab.rules import RULE_NAMES
 
 from ..views import palette
 from ..views.figures import Figure, _figure, _legend_below, _note

@@ -1,6 +1,6 @@
 """The losslessness experiment as the page and the API run it: one prompt, a
 temperature, N samples of the first k tokens by vanilla sampling and by speculative
-sampling with the chosen drafter and acceptance rule (gumiho.lossless), and the
+sampling with the chosen drafter and acceptance rule (gumiho.lab.lossless), and the
 sequences in words."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Callable, Optional
 
 from gumiho import GumihoError
 from gumiho.bench.machine_load import LoadMeter, LoadReading
-from gumiho.lossless import FIRST_TOKEN_ONLY, MIN_TOKENS, LosslessCheck, lossless_check
-from gumiho.rules import EXACT, SAMPLING_RULES
+from gumiho.lab.lossless import FIRST_TOKEN_ONLY, MIN_TOKENS, LosslessCheck, lossless_check
+from gumiho.lab.rules import EXACT, SAMPLING_RULES
 
 from ..core.forms import MAX_TEMPERATURE, check_prompt, check_prompt_length, real, text_field, whole
 from ..core.worker import waiting_text

@@ -1,7 +1,7 @@
 """What the ``/lossless_check`` endpoint returns."""
 from __future__ import annotations
 
-from gumiho.rules import RULE_DESCRIPTIONS
+from gumiho.lab.rules import RULE_DESCRIPTIONS
 
 from .run import LosslessResult
 

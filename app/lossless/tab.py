@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 
 import gradio as gr
 
-from gumiho.rules import EXACT
+from gumiho.lab.rules import EXACT
 
 from ..core.forms import MAX_TEMPERATURE
 from ..core.jobs import RUNS, Control, run_job

@@ -1,4 +1,4 @@
-"""What if? The speedup predicted from acceptance and cost (gumiho.speedmodel), with
+"""What if? The speedup predicted from acceptance and cost (gumiho.lab.speedmodel), with
 sliders a class can move: acceptance at draft positions 1-7, and what a verify step
 and drafting cost in plain forwards. It shows why a verify costing 2.5 forwards (the
 4-bit runtime on a CPU) loses whatever the drafter, and what acceptance a cost needs.
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from gumiho.speedmodel import predicted_speedup_from_ratios, predicted_tau
+from gumiho.lab.speedmodel import predicted_speedup_from_ratios, predicted_tau
 
 from ..core.page import wire
 from ..views.render import esc

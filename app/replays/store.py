@@ -50,6 +50,13 @@ RUN_ID = re.compile(r"[0-9a-f]{32}")
 # maps either to this one, and refuses every module outside what a result holds.
 APP = __name__.rsplit(".", 2)[0]
 TRUSTED = ("builtins", "collections", "copyreg", "datetime", "enum", "numpy", "torch", "gumiho", "_codecs")
+# Library modules that moved after recordings named them (issue 78: the engine and the lab
+# got rooms of their own): a recording made before still loads, its classes found where they live now.
+MOVED = {"gumiho.decode": "gumiho.engine.decode", "gumiho.events": "gumiho.engine.events",
+         "gumiho.metrics": "gumiho.engine.metrics", "gumiho.target": "gumiho.engine.target",
+         "gumiho.verifycost": "gumiho.engine.verifycost", "gumiho.verify": "gumiho.engine.acceptance",
+         "gumiho.rules": "gumiho.lab.rules", "gumiho.lossless": "gumiho.lab.lossless",
+         "gumiho.speedmodel": "gumiho.lab.speedmodel"}
 
 
 class _Unpickler(pickle.Unpickler):
@@ -61,6 +68,7 @@ class _Unpickler(pickle.Unpickler):
         else:
             if module.split(".")[0] not in TRUSTED:
                 raise pickle.UnpicklingError(f"a recorded run does not hold {module}.{name}")
+            module = MOVED.get(module, module)
         return super().find_class(module, name)
 
 

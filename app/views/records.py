@@ -14,10 +14,10 @@ from typing import Optional, Sequence
 
 from gumiho import GenerationStats, GumihoError, StepEvent, summarize
 from gumiho.bench.machine_load import LoadReading
+from gumiho.engine.target import Target
 from gumiho.heads import HeadFamily
+from gumiho.lab.speedmodel import SpeedPrediction, predict_from_runs, predicted_run_tau
 from gumiho.proposers import CopyDrafter, Head, as_proposer
-from gumiho.speedmodel import SpeedPrediction, predict_from_runs, predicted_run_tau
-from gumiho.target import Target
 
 from .heads import head_label
 
@@ -277,7 +277,7 @@ def whole_characters(tokenizer, tokens: Sequence[int]) -> str:
 
 
 def predict(vanilla_events: list[StepEvent], events: list[StepEvent]) -> Optional[SpeedPrediction]:
-    """gumiho.speedmodel's prediction from two lanes' events; None where a lane has
+    """gumiho.lab.speedmodel's prediction from two lanes' events; None where a lane has
     nothing to measure."""
     try:
         return predict_from_runs(vanilla_events, events)
@@ -286,7 +286,7 @@ def predict(vanilla_events: list[StepEvent], events: list[StepEvent]) -> Optiona
 
 
 def prediction_summary(p, verify_steps: int) -> dict:
-    """The speed model's figures (gumiho.speedmodel), with the inputs that rebuild them:
+    """The speed model's figures (gumiho.lab.speedmodel), with the inputs that rebuild them:
     predicted_speedup = tau_step x forward_s / (draft_s + verify_s), all four under
     "prediction" (each a mean over the steps after the prefill: vanilla's decoding
     steps, the speculative run's verify steps that drafted). predicted_tau is the same
@@ -371,6 +371,6 @@ class RaceResult:
 
     @property
     def prediction(self) -> Optional[SpeedPrediction]:
-        """The speedup this race's acceptance and step costs predict (gumiho.speedmodel);
+        """The speedup this race's acceptance and step costs predict (gumiho.lab.speedmodel);
         None when a lane has no decoding step to measure (a stopped or one-token race)."""
         return predict(self.vanilla.events, self.gumiho.events)

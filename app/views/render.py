@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from gumiho import metrics
 from gumiho.bench.machine_load import BUSY_EFFECT
+from gumiho.engine import metrics
 from gumiho.heads import HeadFamily
 
 from . import palette
@@ -253,7 +253,7 @@ def render_stats(run: Optional[RunRecord], n_steps: Optional[int] = None, clock:
 
 
 def speedup(result: RaceResult) -> Optional[tuple[float, str]]:
-    """(speedup, kind) of a finished race, as gumiho.metrics defines both and in its
+    """(speedup, kind) of a finished race, as gumiho.engine.metrics defines both and in its
     words, so that the page, the /race answer and the benchmark's JSON agree: vanilla
     wall time / Gumiho wall time when both wrote as many tokens (greedy), else the
     ratio of tokens/s ("throughput"). None for a stopped or empty race."""
@@ -323,7 +323,7 @@ def render_result(result: Optional[RaceResult]) -> str:
 
 def predicted_line(p) -> str:
     """The speedup the race's own acceptance and step costs predict, with its arithmetic
-    (gumiho.speedmodel), beside the measured one."""
+    (gumiho.lab.speedmodel), beside the measured one."""
     if p is None:
         return ""
     # Short in the line (issue 60: the line stays short); the arithmetic in its hover, the

@@ -124,8 +124,8 @@ class WalkStep:
     expected: float = 0.0  # the drafter's own expectation of the accepted length: its path probabilities summed
     heads: list[str] = field(default_factory=list)  # proposer per node: "root", "serial", "mlp" or "copy"
     # The acceptance test of every node the target checked, in the order it checked them
-    # (gumiho.events.NodeCheck as a dict, with the token's "text"), and at temperature > 0
-    # the residual the step's last token was drawn from (gumiho.events.Residual as a dict:
+    # (gumiho.engine.events.NodeCheck as a dict, with the token's "text"), and at temperature > 0
+    # the residual the step's last token was drawn from (gumiho.engine.events.Residual as a dict:
     # "top" as {"token", "text", "prob"}, "resampled_text").
     checks: list[dict] = field(default_factory=list)
     residual: Optional[dict] = None
@@ -186,7 +186,7 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
     settings: GenerationSettings = req.settings
     progress.started = True
     events = []
-    for ev in stream(target, ids, drafter, settings, stop=stop, keep_trees=True):
+    for ev in stream(target, ids, drafter, settings, stop=stop, keep_trees=True, records=True):
         events.append(ev)
         progress.tokens += len(ev.tokens)
     tok = target.tokenizer
@@ -232,7 +232,7 @@ def compute_walk(hub: ModelHub, req: Request, stop: Optional[threading.Event] = 
 
 
 def _residual(residual, tok, ctx: list[int], tree) -> Optional[dict]:
-    """A step's residual (gumiho.events.Residual) with each token's text where it stands:
+    """A step's residual (gumiho.engine.events.Residual) with each token's text where it stands:
     after the context and the path down to the node where the path broke."""
     if residual is None:
         return None

@@ -9,7 +9,7 @@ def _rounded(value, places: int = 6):
 
 
 def check_summary(check: dict) -> dict:
-    """One checked node's acceptance test (gumiho.events.NodeCheck), its numbers to 6 places."""
+    """One checked node's acceptance test (gumiho.engine.events.NodeCheck), its numbers to 6 places."""
     return {k: _rounded(v) for k, v in check.items()}
 
 

@@ -5,7 +5,7 @@
 For every prompt the methods run one after the other (vanilla first, then each
 speculative method), so whatever else the machine is doing slows all of them alike.
 A warm-up on the first prompts comes first and is not counted. The table and the
-JSON use the metric words of :mod:`gumiho.metrics`; ``speedup_vs_vanilla`` is
+JSON use the metric words of :mod:`gumiho.engine.metrics`; ``speedup_vs_vanilla`` is
 vanilla's total wall time over the method's when both wrote the same number of
 tokens on every prompt, else (sampling) the method's tokens/s over vanilla's, and
 ``speedup_kind`` says which ("wall time" or "throughput"); ``lossless`` counts, at

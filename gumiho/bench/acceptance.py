@@ -27,10 +27,10 @@ import os
 import sys
 from typing import Optional
 
-from ..decode import GenerationSettings, stream
+from ..engine.decode import GenerationSettings, stream
+from ..engine.metrics import summarize
 from ..errors import GumihoError
 from ..files.prompt_files import read_prompts
-from ..metrics import summarize
 from ..tree import TreeSettings
 
 DEPTH = 7

@@ -9,7 +9,7 @@ dequantised target (the torch runtime), on the same prompts:
   and mean absolute difference over the whole vocabulary) and how often its greedy
   choice differs; and free-running, where the two runtimes' greedy texts part;
 * cost: seconds of a verify forward over 1..N tokens after a context, on each runtime
-  (gumiho.verifycost, the same measurement the cost-aware tree uses).
+  (gumiho.engine.verifycost, the same measurement the cost-aware tree uses).
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-from ..decode import GenerationSettings, generate
+from ..engine.decode import GenerationSettings, generate
+from ..engine.verifycost import measure_verify_cost
 from ..errors import GumihoError
 from ..loading import load_target
-from ..verifycost import measure_verify_cost
 from .prompt_sets import load_prompts, prompt_ids
 from .records import save
 

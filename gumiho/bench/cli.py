@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     aware = g.add_mutually_exclusive_group()
     aware.add_argument("--cost-aware", dest="cost_aware", action="store_true", default=None,
                        help="size each step's tree by the verify cost measured on this machine, up to "
-                            "--total-tokens (gumiho.verifycost)")
+                            "--total-tokens (gumiho.engine.verifycost)")
     aware.add_argument("--fixed-size", dest="cost_aware", action="store_false",
                        help="verify --total-tokens drafted nodes every step (the default)")
     c = p.add_argument_group("copy proposer (methods gumiho+copy and copy)")

@@ -20,7 +20,7 @@ kind of prompts the set holds, not for either tau alone.
 speedup, vanilla wall time / the method's wall time summed over the same prompts
 (the bench's figure), with a 95% bootstrap interval over prompts. Where the two
 wrote different numbers of tokens on some prompt (sampling), it is the ratio of
-tokens per second instead (gumiho.metrics.speedup), and the table says so. The interval is
+tokens per second instead (gumiho.engine.metrics.speedup), and the table says so. The interval is
 for this machine in this run: it covers which prompts were drawn, and the timing
 noise of each prompt's run, not another machine or another day.
 
@@ -33,7 +33,7 @@ import random
 import sys
 from pathlib import Path
 
-from ..metrics import SPEEDUP_THROUGHPUT, speedup, speedup_kind
+from ..engine.metrics import SPEEDUP_THROUGHPUT, speedup, speedup_kind
 from .records import load, speedup_pairs  # records in table order, with their set names
 
 # What --method is compared with by default: the two ablations, and the one-layer
@@ -84,7 +84,7 @@ def tau_difference(rows, resamples: int = 10000, seed: int = 0):
 
 def speedup_interval(rows, resamples: int = 10000, seed: int = 0, kind: str | None = None):
     """The speedup over the rows of records.speedup_pairs (of ``kind``, by default
-    as gumiho.metrics.speedup_kind decides on all the rows, so that every resample
+    as gumiho.engine.metrics.speedup_kind decides on all the rows, so that every resample
     takes the same kind of ratio), with its bootstrap interval."""
     kind = kind or speedup_kind(rows)
     return bootstrap(rows, lambda sample: speedup(sample, kind), resamples, seed)

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import torch
 
-from ..decode import GenerationSettings, generate
+from ..engine.decode import GenerationSettings, generate
+from ..engine.target import Target
 from ..errors import GumihoError
 from ..kernels.machine import cpu_summary
 from ..loading import default_target_files, load_target
 from ..runtimes.llamacpp import LlamaCppRuntime
 from ..runtimes.llamacpp_files import CANDIDATES, layout_file
-from ..target import Target
 from .asstored import one_token_rows
 from .prompt_sets import load_prompts, prompt_ids
 from .records import save

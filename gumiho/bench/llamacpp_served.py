@@ -22,8 +22,8 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..engine.metrics import SPEEDUP_THROUGHPUT, speedup
 from ..errors import GumihoError
-from ..metrics import SPEEDUP_THROUGHPUT, speedup
 from ..serving.lifecycle import free_port, start_process, wait_until_serving
 from .compare_drafters import bootstrap
 
@@ -117,7 +117,7 @@ def _timed(generate: Callable, prompt: list[int]) -> dict:
 
 def paired_ratio(a: dict, b: dict, draws: int = 2000, seed: int = 0) -> dict:
     """Tokens/s of row ``a`` over row ``b`` (both timed prompt by prompt in one rotation;
-    gumiho.metrics.speedup's throughput ratio, ``b`` in vanilla's place), with a 95%
+    gumiho.engine.metrics.speedup's throughput ratio, ``b`` in vanilla's place), with a 95%
     bootstrap interval over prompts (compare_drafters.bootstrap: both rows resampled
     together)."""
     pa, pb = a["per_prompt"], b["per_prompt"]

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..drafter import DRAFTER_KINDS
+from ..engine.target import Target
 from ..loading import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, load_drafter, random_drafter, shipped_drafter_path
 from ..proposers import with_copy
-from ..target import Target
 
 # The learned drafters' methods are the drafter kinds (eagle: the one-layer all-serial
 # EAGLE-2 baseline the paper compares Gumiho with; eagle3: EAGLE-3), so a new kind is a new method.

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
+from ..engine.target import Target
 from ..errors import GumihoError
 from ..files.prompt_files import read_prompts
-from ..target import Target
 
 
 @dataclass

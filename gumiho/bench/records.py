@@ -1,12 +1,12 @@
 """Bench records read back: the JSON files ``python -m gumiho.bench --out`` writes, named
 after their prompt set (mt_bench.json, ...), in table order, and each method's speedup
-as gumiho.metrics computes it. The report and the paired comparisons read them alike."""
+as gumiho.engine.metrics computes it. The report and the paired comparisons read them alike."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ..metrics import SPEEDUP_WALL_TIME, speedup, speedup_kind
+from ..engine.metrics import SPEEDUP_WALL_TIME, speedup, speedup_kind
 
 SET_NAMES = {"mt_bench": "MT-Bench", "humaneval": "HumanEval", "gsm8k": "GSM8K", "alpaca": "Alpaca",
              "qa": "Natural Questions", "sum": "CNN/DM"}
@@ -27,7 +27,7 @@ def load(paths):
 
 def speedup_pairs(rec: dict, method: str) -> list[tuple]:
     """(vanilla new tokens, vanilla wall s, ``method``'s new tokens, its wall s) per
-    prompt that both ran: what gumiho.metrics.speedup takes. A token count a record
+    prompt that both ran: what gumiho.engine.metrics.speedup takes. A token count a record
     did not keep is None (counted as equal)."""
     return [(p["methods"]["vanilla"].get("new_tokens"), p["methods"]["vanilla"]["wall_s"],
              p["methods"][method].get("new_tokens"), p["methods"][method]["wall_s"])

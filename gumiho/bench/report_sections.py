@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from ..metrics import SPEEDUP_WALL_TIME, speedup
+from ..engine.metrics import SPEEDUP_WALL_TIME, speedup
 from .compare_drafters import bootstrap, compare
 from .methods import COPY_METHODS, HF_METHODS
 from .records import SET_NAMES, load, record_speedup
@@ -22,7 +22,7 @@ def paired_ratio(rec: dict, num: str, den: str, n_boot: int = 2000, seed: int = 
     """``num``'s speed over ``den``'s (``den``'s summed wall time / ``num``'s, the
     same tokens on every prompt at temperature 0) with a 95% interval from a paired
     bootstrap over the record's prompts (both methods resampled together)."""
-    # Rows as gumiho.metrics.speedup takes them, ``den`` in vanilla's place; the wall-time
+    # Rows as gumiho.engine.metrics.speedup takes them, ``den`` in vanilla's place; the wall-time
     # kind is asked for, as these records are greedy.
     rows = [(p["methods"][den].get("new_tokens"), p["methods"][den]["wall_s"],
              p["methods"][num].get("new_tokens"), p["methods"][num]["wall_s"]) for p in rec.get("per_prompt", [])

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..metrics import SPEEDUP_THROUGHPUT
+from ..engine.metrics import SPEEDUP_THROUGHPUT
 from .methods import DRAFTER_METHODS
 from .records import drafted_depth, record_speedup
 
@@ -116,7 +116,7 @@ def setup_words(rec: dict) -> str:
         if tree.get("cost_aware"):
             means = ", ".join(f"{name} {m['mean_drafted']:.1f}" for name, m in rec["methods"].items()
                               if isinstance(m, dict) and m.get("tree") and m.get("mean_drafted") is not None)
-            size = (f"draft tree sized each step by the verify cost measured on this machine (gumiho.verifycost): "
+            size = (f"draft tree sized each step by the verify cost measured on this machine (gumiho.engine.verifycost): "
                     f"at most {tree['total_tokens']} drafted nodes{full}"
                     + (f" (drafted nodes per verify step: {means})" if means else ""))
         else:

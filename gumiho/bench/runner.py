@@ -11,15 +11,15 @@ from typing import Optional, Sequence
 
 import torch
 
-from ..decode import GenerationSettings, draft_depth, stream
 from ..drafter import Drafter
+from ..engine.decode import GenerationSettings, draft_depth, stream
+from ..engine.metrics import GenerationStats, speedup, speedup_kind, summarize
+from ..engine.target import Target
+from ..engine.verifycost import tokens_needed, verify_cost_for
 from ..errors import GumihoError
 from ..kernels.machine import cpu_summary
-from ..metrics import GenerationStats, speedup, speedup_kind, summarize
 from ..proposers import split_copy
-from ..target import Target
 from ..tree import TreeSettings
-from ..verifycost import tokens_needed, verify_cost_for
 from .machine_load import LoadMeter
 from .methods import HFGenerate
 from .prompt_sets import as_prompt, prompt_ids

@@ -1,9 +1,9 @@
 """The benchmark's plain-text table: one row per method (the metric words of
-:mod:`gumiho.metrics`), then what the speedup column divides, who proposed the
+:mod:`gumiho.engine.metrics`), then what the speedup column divides, who proposed the
 accepted tokens, and the lossless verdict."""
 from __future__ import annotations
 
-from ..metrics import SPEEDUP_THROUGHPUT
+from ..engine.metrics import SPEEDUP_THROUGHPUT
 from .records import drafted_depth
 from .runner import TABLE_POSITIONS
 

@@ -15,7 +15,7 @@ on the kind's name.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -24,15 +24,17 @@ from ..errors import GumihoError
 from ..kernels.cpulinear import full_precision_product
 from .layers import DecoderLayer, Eagle3FirstLayer, RMSNorm, SiLUBlock
 
-if TYPE_CHECKING:  # annotations only: the model imports this module
-    from .config import DrafterConfig
-    from .model import Drafter
-
 
 class Kind:
     """The hybrid drafter (gumiho, serial, parallel, eagle differ only in layout):
     ``fc(cat(embed(x_{i+1}), h_i))`` feeds the serial layers, MLP heads read the last
-    two serial inputs, and every state is read through the target's LM head rows."""
+    two serial inputs, and every state is read through the target's LM head rows.
+
+    ``cfg`` is the drafter's DrafterConfig (gumiho.drafter.config) and ``drafter`` the
+    Drafter (gumiho.drafter.model). The config imports this module (it looks its kind
+    up in KINDS) and the model imports the config, so both are named here in words,
+    not imported, not even for annotations: the drafter's modules import one another
+    in one direction."""
 
     trained = True  # trained by gumiho.train; False: read from other projects' checkpoints only
     own_head = False  # a final norm and LM head of its own, over the draft vocabulary
@@ -44,37 +46,37 @@ class Kind:
 
     # -- what it is built of (in this order: the order fixes a random start's draws)
 
-    def input_layer(self, cfg: "DrafterConfig") -> Optional[nn.Module]:
+    def input_layer(self, cfg) -> Optional[nn.Module]:
         """fc over [embedding; state], 2H -> H."""
         return nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=True)
 
-    def layer(self, cfg: "DrafterConfig", index: int) -> nn.Module:
+    def layer(self, cfg, index: int) -> nn.Module:
         return DecoderLayer(cfg, index)
 
-    def mlp_head(self, cfg: "DrafterConfig") -> nn.Sequential:
+    def mlp_head(self, cfg) -> nn.Sequential:
         h = cfg.hidden_size
         blocks = [SiLUBlock(h * cfg.head_inputs, h, residual=False)]
         blocks += [SiLUBlock(h, h, residual=True) for _ in range(cfg.mlp_blocks)]
         return nn.Sequential(*blocks)
 
-    def output_heads(self, cfg: "DrafterConfig", n_draft: int):
+    def output_heads(self, cfg, n_draft: int):
         """(final norm, LM head, per-head LM heads) of its own; None where it reads the target's."""
         return None, None, None
 
     # -- how it drafts
 
-    def read(self, drafter: "Drafter", hidden: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
+    def read(self, drafter, hidden: torch.Tensor, next_ids: torch.Tensor) -> torch.Tensor:
         """The input of one position: fc(cat(embed(x_{i+1}), h_i))."""
         joined = torch.cat([drafter.embed(next_ids), hidden.to(drafter.weight_dtype)], dim=-1)
         return drafter.fc(joined)
 
-    def draft_logits(self, drafter: "Drafter", hidden: torch.Tensor) -> torch.Tensor:
+    def draft_logits(self, drafter, hidden: torch.Tensor) -> torch.Tensor:
         return drafter.draft_head(hidden)
 
-    def head_logits(self, drafter: "Drafter", head_out: torch.Tensor) -> torch.Tensor:
+    def head_logits(self, drafter, head_out: torch.Tensor) -> torch.Tensor:
         return drafter.draft_logits(head_out)
 
-    def train_logits(self, drafter: "Drafter", pred: torch.Tensor) -> torch.Tensor:
+    def train_logits(self, drafter, pred: torch.Tensor) -> torch.Tensor:
         return pred.float() @ drafter._draft_head_weight.float().T
 
     # -- its draft vocabulary and own head
@@ -82,10 +84,10 @@ class Kind:
     def draft_vocab_order(self, ids: torch.Tensor) -> torch.Tensor:
         return ids
 
-    def resize_own_head(self, drafter: "Drafter", n: int) -> None:
+    def resize_own_head(self, drafter, n: int) -> None:
         pass
 
-    def start_own_head(self, drafter: "Drafter", target_model) -> None:
+    def start_own_head(self, drafter, target_model) -> None:
         pass
 
 

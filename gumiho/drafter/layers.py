@@ -4,7 +4,7 @@ layers (the plain one and EAGLE-3's first layer, which reads [embedding; state])
 and the SiLU blocks the MLP heads are made of. Notation: gumiho.drafter."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -12,8 +12,8 @@ import torch.nn.functional as F
 
 from .kv import GrowingKV
 
-if TYPE_CHECKING:  # annotations only
-    from .config import DrafterConfig
+# The layers' ``cfg`` is the drafter's DrafterConfig (gumiho.drafter.config), named, not
+# imported: the config imports the kinds, which import these layers.
 
 
 class RMSNorm(nn.Module):
@@ -70,7 +70,7 @@ def apply_rope(x, cos, sin):
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: DrafterConfig, in_features: Optional[int] = None):
+    def __init__(self, cfg, in_features: Optional[int] = None):
         super().__init__()
         self.cfg = cfg
         h, nh, nkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -107,7 +107,7 @@ class Attention(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: DrafterConfig, index: int):
+    def __init__(self, cfg, index: int):
         super().__init__()
         # The official Gumiho/EAGLE drafters skip the first layer's input norm: its
         # input is already the fc projection, not a residual stream.
@@ -130,7 +130,7 @@ class Eagle3FirstLayer(nn.Module):
     starts from the state. Names as in the EAGLE-3 checkpoints, so that the layouts
     of gumiho.formats map onto it one to one."""
 
-    def __init__(self, cfg: DrafterConfig):
+    def __init__(self, cfg):
         super().__init__()
         h = cfg.hidden_size
         self.hidden_size = h

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 
+from ..engine.target import check_text
 from ..errors import GumihoError
-from ..target import check_text
 
 RECORD_FORMAT = ('{"prompt": "..."}, {"turns": ["first user turn", ...]} or '
                  '{"messages": [{"role": "user", "content": "..."}, ...]}, with optional "id" (or "question_id") '

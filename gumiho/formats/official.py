@@ -212,7 +212,7 @@ def map_state_dict(state: dict, cfg: DrafterConfig, expected: dict, embed_shape:
 def load_official(source: str, target, rms_norm_eps: Optional[float] = None,
                   revision: Optional[str] = None, dtype: Optional[torch.dtype] = None) -> Drafter:
     """An official Gumiho drafter (hub id, folder or file) for ``target`` (a loaded
-    :class:`gumiho.target.Target`), on the target's device, attached to it. Its dtype
+    :class:`gumiho.engine.target.Target`), on the target's device, attached to it. Its dtype
     is ``dtype``, by default the target's on CUDA and float32 on CPU.
     ``rms_norm_eps`` defaults to the value a released drafter was trained with (known
     by its hub id), else the target's."""

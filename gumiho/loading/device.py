@@ -6,8 +6,8 @@ from typing import Optional
 
 import torch
 
+from ..engine.target import Target
 from ..errors import GumihoError
-from ..target import Target
 
 
 def pick_device(device: Optional[str] = None) -> torch.device:

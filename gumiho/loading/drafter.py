@@ -10,9 +10,9 @@ from typing import Optional
 import torch
 
 from ..drafter import Drafter, DrafterConfig
+from ..engine.target import Target
 from ..errors import GumihoError
 from ..kernels.cpulinear import pack_linears
-from ..target import Target
 from .device import drafter_dtype, drafter_int4
 
 

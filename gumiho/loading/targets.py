@@ -9,12 +9,12 @@ from typing import Optional
 
 import torch
 
+from ..engine.target import Target
 from ..errors import GumihoError
 from ..files.checkpoint import first_line
 from ..runtimes.llamacpp import LlamaCppRuntime, NativeRuntimeUnusable, check_runtime
 from ..runtimes.llamacpp_files import layout_file, pick_layout
 from ..runtimes.pytorch import TorchRuntime
-from ..target import Target
 from .assets import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, default_target_files
 from .device import pick_device, pick_dtype
 from .runtime import pick_runtime, resolve_runtime

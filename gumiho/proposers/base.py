@@ -1,6 +1,6 @@
 """The proposer interface: every way of guessing tokens for the target to verify.
 
-The decode loop (gumiho.decode) knows only this interface. One generation runs
+The decode loop (gumiho.engine.decode) knows only this interface. One generation runs
 
     session = proposer.start(prompt_ids)
     session.update(Verified(tokens=[first], states=prefill states))      after the prefill
@@ -25,9 +25,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+from ..engine.verifycost import VerifyCost
 from ..heads import HeadFamily
 from ..tree import DraftTree, TreeSettings
-from ..verifycost import VerifyCost
 
 # The head families the trees and events speak of (gumiho.heads); the app gives each its words and a hue.
 SERIAL, MLP, COPY, TARGET = HeadFamily.SERIAL, HeadFamily.MLP, HeadFamily.COPY, HeadFamily.TARGET

@@ -14,7 +14,7 @@ merged into the drafter's nodes where they carry the same tokens, a branch of it
 own below the first difference. The target verifies it in the same forward as the
 drafter's nodes, with the same acceptance rules, so the output stays exactly the
 target's at every temperature: the sampling rule treats every child as a fixed
-candidate (a point-mass draft), whoever proposed it (gumiho.verify).
+candidate (a point-mass draft), whoever proposed it (gumiho.engine.acceptance).
 
 Beside a drafter the copied nodes compete for the tree's node budget (on a CPU
 every node beyond it makes the verify forward longer). Each gets an estimated

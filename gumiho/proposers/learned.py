@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from ..drafter import Drafter, GrowingKV, causal_mask
+from ..engine.verifycost import best_node_count
 from ..tree import DraftTree, TreeSettings
-from ..verifycost import best_node_count
 from .base import MLP, SERIAL, Budget, Head, Proposer, ProposerSession, Verified
 from .selection import CandidatePool, select_nodes, tree_from_candidates
 
@@ -149,7 +149,7 @@ class DraftSession(ProposerSession):
         """Draft a tree below ``root_token`` (the last emitted token): the serial
         beam, the MLP beam, then the selection (see the module docstring). With
         ``budget.verify_cost`` (a cost-aware tree), keep only as many of the best
-        nodes as pay for the verify forward they make longer (gumiho.verifycost)."""
+        nodes as pay for the verify forward they make longer (gumiho.engine.verifycost)."""
         settings, cfg = budget.tree, self.cfg
         depth_cap = min(settings.depth, cfg.max_depth)
         if budget.max_depth is not None:

@@ -60,7 +60,7 @@ class Runtime(ABC):
     # copies of its own weights too (gumiho.kernels.int4linear, where the CPU takes them).
     quantized: bool = False
     # Whether :meth:`truncate` can cut a cache back to a prefix (one prefill then serves
-    # many short generations of the same prompt: gumiho.decode.SharedPrompt).
+    # many short generations of the same prompt: gumiho.engine.decode.SharedPrompt).
     truncates: bool = False
 
     @abstractmethod

@@ -6,8 +6,8 @@ import dataclasses
 
 import torch
 
+from ..engine.metrics import conditional_acceptance
 from ..errors import GumihoError
-from ..metrics import conditional_acceptance
 from . import data as tdata
 from .objective import LossConfig, draft_loss
 from .states import target_states

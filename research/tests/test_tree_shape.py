@@ -4,7 +4,7 @@ import pytest
 import tree_shape
 
 from gumiho import GenerationSettings, stream
-from gumiho.metrics import summarize
+from gumiho.engine.metrics import summarize
 from helpers import OracleDrafter, tiny_target
 
 
@@ -24,7 +24,7 @@ def test_tree_shape_agrees_with_the_decode_loop():
 def test_calibration_counts_the_candidates_the_target_judged():
     """A candidate is judged when its parent is the root or accepted; of those, the
     accepted ones are the accepted path."""
-    from gumiho.events import StepEvent
+    from gumiho.engine.events import StepEvent
     from gumiho.tree import DraftTree
 
     #        root -> A (0.6) -> C (0.5)

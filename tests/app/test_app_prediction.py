@@ -14,7 +14,7 @@ from app.race.whatif import START_ACCEPTANCE, from_race, monotone, predicted
 from app.views.records import RaceResult, record
 from app.views.render import render_result
 from gumiho import GenerationSettings, TreeSettings, stream, summarize
-from gumiho.speedmodel import predicted_run_tau
+from gumiho.lab.speedmodel import predicted_run_tau
 from helpers import FixedTreeDrafter, ready_hub, tiny_target
 
 
@@ -157,7 +157,7 @@ def test_whatif_holds_every_figure_a_race_gives():
 
     from app.race.whatif import DRAFT_RANGE, VERIFY_RANGE
     from app.views.sliders import FigureSlider
-    from gumiho.speedmodel import SpeedPrediction
+    from gumiho.lab.speedmodel import SpeedPrediction
 
     def race_with(verify_ratio, draft_ratio):
         forward = 0.01

@@ -33,7 +33,7 @@ def dry_run(capsys, *args) -> tuple[dict, str]:
 def test_the_dry_run_lists_what_the_space_runs_and_sizes_add_up(capsys):
     files, out = dry_run(capsys)
     for needed in ("README.md", "app.py", "app/__init__.py", "app/core/zerogpu.py", "app/web/layout.py", "gumiho/__init__.py",
-                   "gumiho/decode.py", "assets/style.css", "assets/examples.json", "requirements.txt",
+                   "gumiho/engine/decode.py", "assets/style.css", "assets/examples.json", "requirements.txt",
                    contents.MODEL_FILE):
         assert needed in files, needed
     # Not the deploy command, its rehearsal, nor the model's wheel (its file travels instead).
@@ -80,12 +80,13 @@ def test_a_checkout_full_of_other_things_uploads_only_the_app(tmp_path):
     """A stand-in checkout with everything a working copy accumulates beside the app."""
     (tmp_path / "README.md").write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "requirements.txt").write_text((ROOT / "requirements.txt").read_text(encoding="utf-8"))
-    wanted = ["app.py", "app/__init__.py", "app/web/__init__.py", "app/web/layout.py", "gumiho/__init__.py", "gumiho/decode.py",
+    wanted = ["app.py", "app/__init__.py", "app/web/__init__.py", "app/web/layout.py", "gumiho/__init__.py",
+              "gumiho/engine/__init__.py", "gumiho/engine/decode.py",
               "assets/style.css", "assets/examples.json", "assets/drafters/smollm2-135m-gumiho/config.json",
               "assets/drafters/smollm2-135m-gumiho/model.safetensors", "assets/drafters/smollm2-135m-gumiho/README.md"]
     unwanted = [".git/config", ".ci/run", "benchmarks/results/a.json", "tests/test_a.py", "corpus/a.jsonl",
                 "runs/a/log.txt", "data/distill/shard.safetensors", "research/a.py", "docs/a.md", "BENCHMARKS.md",
-                "app/__pycache__/layout.cpython-311.pyc", "gumiho/decode.pyc", "gumiho/train/__init__.py",
+                "app/__pycache__/layout.cpython-311.pyc", "gumiho/engine/decode.pyc", "gumiho/train/__init__.py",
                 "space_deploy/upload.py", "space_deploy/rehearsal.py",
                 "assets/drafters/smollm2-135m-gumiho/training_history.jsonl", "assets/screenshot.png",
                 "assets/drafters/half-copied/config.json", "requirements-dev.txt", "requirements-train.txt",

@@ -134,7 +134,7 @@ def test_speedup_at_temperature_is_a_throughput_ratio():
 
 
 def test_speedup_kinds_on_hand_made_runs():
-    from gumiho.metrics import speedup, speedup_kind
+    from gumiho.engine.metrics import speedup, speedup_kind
 
     # The case in miniature: vanilla wrote 64 tokens in 4 s, Gumiho 40 in 2 s.
     pairs = [(64, 4.0, 40, 2.0)]

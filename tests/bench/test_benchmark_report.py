@@ -25,7 +25,7 @@ def test_header_names_the_dtypes_and_the_tree():
         "serial": {"tree": aware, "drafter_dtype": "bfloat16", "mean_drafted": 4.9}}}
     assert report_tables.setup_words(rec) == (
         "; target in float32; drafters in bfloat16; draft tree sized each step by the verify cost measured on "
-        "this machine (gumiho.verifycost): at most 11 drafted nodes (drafted nodes per verify step: gumiho 5.2, "
+        "this machine (gumiho.engine.verifycost): at most 11 drafted nodes (drafted nodes per verify step: gumiho 5.2, "
         "serial 4.9), depth 3, top-k 4 at the serial positions, 2 tokens per MLP head and path, "
         "3 paths kept per MLP depth")
 

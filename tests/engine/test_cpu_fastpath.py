@@ -202,8 +202,8 @@ def test_drafter_dtype_follows_the_cpu(monkeypatch):
     dtype on a GPU; explicit choices are kept; a wrong name is refused clearly."""
     import gumiho.kernels.cpulinear as cpulinear
     from gumiho import GumihoError
+    from gumiho.engine.target import Target
     from gumiho.loading import drafter_dtype
-    from gumiho.target import Target
 
     cpu = Target(model=None, tokenizer=None, name="t", device=torch.device("cpu"), dtype=torch.float32)
     for native, want in ((True, torch.bfloat16), (False, torch.float32)):

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from gumiho import Drafter, DrafterConfig, GenerationSettings, TreeSettings, stream
-from gumiho.metrics import summarize
+from gumiho.engine.metrics import summarize
 from helpers import OracleDrafter, tiny_target
 
 

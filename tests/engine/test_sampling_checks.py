@@ -1,5 +1,5 @@
 """The acceptance test of every checked node, as the step events carry it, and the
-losslessness experiment built on it (gumiho.lossless, with the rules of gumiho.rules).
+losslessness experiment built on it (gumiho.lab.lossless, with the rules of gumiho.lab.rules).
 
 The records must say what the rule did: replaying a step from its checks alone
 (each check's draw against its acceptance probability) gives the engine's path,
@@ -22,12 +22,12 @@ from gumiho import (
     lossless_check,
     stream,
 )
-from gumiho.decode import SharedPrompt
-from gumiho.events import RESIDUAL_TOP
-from gumiho.lossless import chi2_sf
-from gumiho.rules import SAMPLING_RULES
+from gumiho.engine.acceptance import accept_greedy, accept_sampling, sampled_check
+from gumiho.engine.decode import SharedPrompt
+from gumiho.engine.events import RESIDUAL_TOP
+from gumiho.lab.lossless import chi2_sf
+from gumiho.lab.rules import SAMPLING_RULES
 from gumiho.tree import DraftTree
-from gumiho.verify import accept_greedy, accept_sampling, sampled_check
 from helpers import FixedTreeDrafter, OracleDrafter, tiny_target
 
 VOCAB, EOS = 6, 1
@@ -65,7 +65,7 @@ def replay(checks) -> tuple[list[int], int]:
 
 
 def assert_sampling_step(event, children_order=True):
-    """Every invariant of one sampling step's records (event from stream(keep_trees=True))."""
+    """Every invariant of one sampling step's records (event from stream(keep_trees=True, records=True))."""
     tree, checks, res = event.tree, event.checks, event.residual
     children = tree.children()
     for c in checks:
@@ -107,7 +107,7 @@ def test_sampling_step_records_are_consistent_and_replay(small):
     for seed in range(40):
         for cfg in (dict(temperature=0.9), dict(temperature=1.3, top_p=0.9, top_k=4)):
             settings = GenerationSettings(max_new_tokens=8, seed=seed, tree=TREE, **cfg)
-            steps = list(stream(small, PROMPT, drafter, settings, keep_trees=True))
+            steps = list(stream(small, PROMPT, drafter, settings, keep_trees=True, records=True))
             assert steps[0].checks == [] and steps[0].residual is None  # the prefill tests nothing
             for event in steps[1:]:
                 assert_sampling_step(event)
@@ -126,7 +126,7 @@ def test_sampling_records_with_a_real_drafter(wide):
     n = 0
     for seed in range(6):
         settings = GenerationSettings(max_new_tokens=12, temperature=1.5, seed=seed, tree=tree)
-        for event in list(stream(target, [5, 17, 33, 2, 9], drafter, settings, keep_trees=True))[1:]:
+        for event in list(stream(target, [5, 17, 33, 2, 9], drafter, settings, keep_trees=True, records=True))[1:]:
             assert_sampling_step(event)
             assert len(event.residual.top) == RESIDUAL_TOP and event.residual.covered < 1
             n += len(event.checks)
@@ -140,7 +140,7 @@ def test_a_cut_step_still_reports_every_check(small):
     cut = 0
     for seed in range(60):
         settings = GenerationSettings(max_new_tokens=2, temperature=0.9, seed=seed, tree=TREE)
-        last = list(stream(small, PROMPT, drafter, settings, keep_trees=True))[-1]
+        last = list(stream(small, PROMPT, drafter, settings, keep_trees=True, records=True))[-1]
         if last.cut_nodes:
             cut += 1
             assert {c.node for c in last.checks if c.accepted} == set(last.accepted_nodes + last.cut_nodes)
@@ -169,7 +169,7 @@ def test_accept_sampling_residual_is_the_full_renormalised_remainder(V):
         probs = torch.rand(len(tree), V, generator=g) ** 3
         probs[0, 5] = 0.0 if trial % 3 == 0 else probs[0, 5]  # a child of probability 0 sometimes
         probs = probs / probs.sum(-1, keepdim=True)
-        acc = accept_sampling(tree, probs, g)
+        acc = accept_sampling(tree, probs, g, records=True)
         removed: dict[int, float] = {}
         for c in acc.checks:
             left = 1.0 - sum(float(probs[c.parent, t]) for t in removed.get(c.parent, []))
@@ -218,7 +218,7 @@ def test_greedy_records(wide):
     for seed in range(8):
         drafter = OracleDrafter(prompt + ref + [0] * 16, vocab=96, corrupt=0.3, siblings=2, seed=seed)
         for event in list(stream(target, prompt, drafter, GenerationSettings(max_new_tokens=40),
-                                 keep_trees=True))[1:]:
+                                 keep_trees=True, records=True))[1:]:
             assert event.residual is None
             for c in event.checks:
                 assert c.uniform is None and c.rule_q == 1.0 and c.accept_prob == float(c.accepted)
@@ -247,7 +247,7 @@ def test_accept_greedy_target_prob_is_the_softmax():
     for _ in range(50):
         logits = torch.randn(len(tree), 9, generator=g) * 2
         logits[0, 3] += 3 * float(torch.rand((), generator=g))  # token 3 is sometimes the argmax
-        acc = accept_greedy(tree, logits)
+        acc = accept_greedy(tree, logits, records=True)
         for c in acc.checks:
             assert c.target_prob == pytest.approx(float(logits[c.parent].softmax(-1)[c.token]), rel=1e-5)
             assert c.accepted == (c.token == int(logits[c.parent].argmax()))
@@ -255,29 +255,37 @@ def test_accept_greedy_target_prob_is_the_softmax():
 
 
 def test_recording_changes_no_sample(small, wide):
-    """The same seed gives the same tokens, steps and draws; naming the exact rule is the
+    """The same seed gives the same tokens, steps and draws with the records off (the
+    default) and on, greedy and sampling; handing the loop the exact rule is the
     default. (That these tokens are the ones the engine wrote before the records existed
     was checked by hand, on saved outputs.)"""
     target, drafter = wide
     for tgt, d, prompt, tree in ((small, FixedTreeDrafter(VOCAB, BRANCHES), PROMPT, TREE),
                                  (target, drafter, [5, 17, 33], TreeSettings(total_tokens=8, depth=3))):
         for seed in range(3):
-            settings = GenerationSettings(temperature=0.8, max_new_tokens=16, seed=seed, tree=tree)
-            a, b = list(stream(tgt, prompt, d, settings)), list(stream(tgt, prompt, d, settings))
-            c = list(stream(tgt, prompt, d, settings, acceptance_rule="exact"))
-            assert [s.tokens for s in a] == [s.tokens for s in b] == [s.tokens for s in c]
-            assert [s.checks for s in a] == [s.checks for s in b] == [s.checks for s in c]
-            assert [s.residual for s in a] == [s.residual for s in c]
+            temperature = 0.0 if seed == 2 else 0.8
+            settings = GenerationSettings(temperature=temperature, max_new_tokens=16, seed=seed, tree=tree)
+            off = list(stream(tgt, prompt, d, settings))
+            on, again = list(stream(tgt, prompt, d, settings, records=True)), list(stream(tgt, prompt, d, settings,
+                                                                                          records=True))
+            exact = list(stream(tgt, prompt, d, settings, acceptance_rule=accept_sampling, records=True))
+            assert [s.tokens for s in off] == [s.tokens for s in on] == [s.tokens for s in exact]
+            assert [s.accepted_nodes for s in off] == [s.accepted_nodes for s in on]
+            assert [s.checks for s in on] == [s.checks for s in again] == [s.checks for s in exact]
+            assert [s.residual for s in on] == [s.residual for s in exact]
+            # Off, nothing is recorded; on, every verify step that drafted has its checks.
+            assert all(s.checks == [] and s.residual is None for s in off)
+            assert all(s.checks for s in on[1:] if s.drafted)
 
 
 def test_shared_prompt_writes_what_stream_writes(small, wide, monkeypatch):
     """One prefill for many generations (the experiment's shortcut) changes no token."""
-    import gumiho.decode
+    import gumiho.engine.decode
 
     target, drafter = wide
     prefills = []
-    prefill = gumiho.decode.prefill
-    monkeypatch.setattr(gumiho.decode, "prefill", lambda run: prefills.append(run) or prefill(run))
+    prefill = gumiho.engine.decode.prefill
+    monkeypatch.setattr(gumiho.engine.decode, "prefill", lambda run: prefills.append(run) or prefill(run))
     for tgt, d, prompt, tree in ((small, FixedTreeDrafter(VOCAB, BRANCHES), PROMPT, TREE),
                                  (target, drafter, [5, 17, 33, 2], TreeSettings(total_tokens=8, depth=3)),
                                  (target, None, [5, 17, 33, 2], None)):
@@ -304,7 +312,7 @@ def test_wrong_rules_record_what_they_did(small):
     for seed in range(10):
         settings = GenerationSettings(max_new_tokens=6, temperature=0.9, seed=seed, tree=TREE)
         for event in list(stream(small, PROMPT, drafter, settings, keep_trees=True,
-                                 acceptance_rule="keep_drafts"))[1:]:
+                                 acceptance_rule=SAMPLING_RULES["keep_drafts"], records=True))[1:]:
             children = event.tree.children()
             # Every drafted level kept: the first child at each depth, accepted with probability 1.
             assert all(c.accepted and c.accept_prob == 1.0 for c in event.checks)
@@ -312,7 +320,7 @@ def test_wrong_rules_record_what_they_did(small):
             assert all(c.node == children[c.parent][0] for c in event.checks)
             assert event.residual.node == event.checks[-1].node
         for event in list(stream(small, PROMPT, drafter, settings, keep_trees=True,
-                                 acceptance_rule="drafter_q"))[1:]:
+                                 acceptance_rule=SAMPLING_RULES["drafter_q"], records=True))[1:]:
             for c in event.checks:
                 assert c.rule_q == c.draft_prob == pytest.approx(1 / 3)
                 assert c.accept_prob == pytest.approx(min(1.0, c.target_prob / c.rule_q))
@@ -323,10 +331,13 @@ def test_wrong_rules_record_what_they_did(small):
 
 def test_rule_names_are_checked(small):
     drafter = FixedTreeDrafter(VOCAB, BRANCHES)
+    # The loop takes a rule as a callable, not by name: the names are the lab's.
+    with pytest.raises(GumihoError, match="acceptance_rule must be a function"):
+        generate(small, prompt_ids=PROMPT, drafter=drafter, temperature=0.9, acceptance_rule="exact")
+    with pytest.raises(GumihoError, match="'accept_keep_drafts' is a sampling rule.*temperature above 0"):
+        generate(small, prompt_ids=PROMPT, drafter=drafter, acceptance_rule=SAMPLING_RULES["keep_drafts"])
     with pytest.raises(GumihoError, match="exact, keep_drafts, drafter_q"):
-        generate(small, prompt_ids=PROMPT, drafter=drafter, temperature=0.9, acceptance_rule="exactly")
-    with pytest.raises(GumihoError, match="temperature above 0"):
-        generate(small, prompt_ids=PROMPT, drafter=drafter, acceptance_rule="keep_drafts")
+        lossless_check(small, PROMPT, drafter, 0.9, rule="exactly")
     with pytest.raises(GumihoError, match="Unknown acceptance rule"):
         lossless_check(small, PROMPT, drafter, 0.9, rule="nope")
     with pytest.raises(GumihoError, match="temperature above 0"):

@@ -1,5 +1,5 @@
-"""Speed predicted from acceptance and cost (gumiho.speedmodel): the run-level tau it
-predicts is the tau gumiho.metrics measures, and its arithmetic is the formula's."""
+"""Speed predicted from acceptance and cost (gumiho.lab.speedmodel): the run-level tau it
+predicts is the tau gumiho.engine.metrics measures, and its arithmetic is the formula's."""
 import pytest
 import torch
 
@@ -15,9 +15,9 @@ from gumiho import (
     stream,
     summarize,
 )
-from gumiho.events import EmittedToken
+from gumiho.engine.events import EmittedToken
 from gumiho.heads import HeadFamily
-from gumiho.speedmodel import cost_steps, mean_step_costs
+from gumiho.lab.speedmodel import cost_steps, mean_step_costs
 from helpers import OracleDrafter, tiny_target
 
 DEPTH = 7

@@ -72,7 +72,7 @@ def test_a_4bit_target_is_described_by_its_weights_not_the_float32_model_beside_
 
     import torch
 
-    from gumiho.target import Target
+    from gumiho.engine.target import Target
 
     four_bit = SimpleNamespace(name="llama.cpp", weights="4-bit, as stored", quantized=True)
     text = repr(Target(None, None, "m", torch.device("cpu"), torch.float32, runtime=four_bit))

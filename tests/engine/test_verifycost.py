@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from gumiho import Drafter, DrafterConfig, GenerationSettings, GumihoError, TreeSettings, stream
-from gumiho.proposers import Budget, DraftSession
-from gumiho.verifycost import (
+from gumiho.engine.verifycost import (
     VerifyCost,
     best_node_count,
     measure_verify_cost,
@@ -16,6 +15,7 @@ from gumiho.verifycost import (
     tokens_needed,
     verify_cost_for,
 )
+from gumiho.proposers import Budget, DraftSession
 from helpers import tiny_target
 
 

@@ -15,7 +15,7 @@ from gumiho import (
     stream,
     with_copy,
 )
-from gumiho.metrics import summarize
+from gumiho.engine.metrics import summarize
 from gumiho.proposers import CopyIndex, split_copy
 from gumiho.proposers.selection import add_chain
 from gumiho.runtimes.treemask import verify_inputs

@@ -145,10 +145,10 @@ def test_the_shipped_drafter_on_llamacpp_is_lossless(lc_target):
 
 @pytest.mark.parametrize("small_cache", [False, True])
 def test_one_prefill_for_many_samples_writes_what_stream_writes(lc_target, small_cache, monkeypatch):
-    """gumiho.decode.SharedPrompt cuts the cache back to the prompt for each generation
+    """gumiho.engine.decode.SharedPrompt cuts the cache back to the prompt for each generation
     (the buried cells of the last one stay behind): its samples are stream's, bit for
     bit, also when the buried cells fill a small cache and it is rebuilt."""
-    from gumiho.decode import SharedPrompt
+    from gumiho.engine.decode import SharedPrompt
     from gumiho.loading import load_drafter, shipped_drafter_path
 
     drafter = load_drafter(shipped_drafter_path("gumiho"), lc_target)

@@ -120,7 +120,7 @@ def runs(binary, drafter_files, prompt_ids, tmp_path_factory):
 def engine_chain(target, prompt_ids, runs):
     """This engine's eagle3 chain of K on the same prompt ids, each run to the length
     the server wrote (so both draft over the same stretch of text)."""
-    from gumiho.decode import generate
+    from gumiho.engine.decode import generate
     from gumiho.loading import load_drafter, shipped_drafter_path
     from gumiho.tree import TreeSettings
 

@@ -1,8 +1,11 @@
-"""Acceptance rules by name, for the losslessness experiment (gumiho.lossless).
+"""Acceptance rules by name, for the losslessness experiment (gumiho.lab.lossless).
 
-"exact" is the engine's rule (gumiho.verify.accept_sampling): with it, speculative
-sampling emits exactly the target's distribution. The other two are wrong on
-purpose, so that the experiment can be seen to fail when the rule is wrong:
+"exact" is the engine's rule (gumiho.engine.acceptance.accept_sampling): with it,
+speculative sampling emits exactly the target's distribution. The other two live
+here, in the lab, not in the engine: they are wrong on purpose, so that the
+experiment can be seen to fail when the rule is wrong. The lab hands the decode
+loop a rule as a callable (``stream(..., acceptance_rule=SAMPLING_RULES[name])``);
+the engine knows none of them by name:
 
 * "keep_drafts" keeps every drafted token: at each node it moves to the best child
   (the first of ``DraftTree.children()``) as long as there is one, and samples the
@@ -20,27 +23,25 @@ purpose, so that the experiment can be seen to fail when the rule is wrong:
   not p(c) unless q(c) = 1: a child the drafter gave q = 0.3 and the target p = 0.3
   is kept every time instead of three times in ten.
 
-Each rule fills the same records as the exact one (gumiho.events: NodeCheck,
-Residual) with what it did, and draws like it: one uniform per child tested, then
+Asked to (``records=True``), each rule fills the same records as the exact one
+(gumiho.engine.events: NodeCheck, Residual) with what it did; it draws like it: one uniform per child tested, then
 one multinomial for the bonus. All three are sampling rules (temperature > 0);
 greedy decoding has its own rule and takes no other.
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 
-from .errors import GumihoError
-from .events import NodeCheck
-from .tree import DraftTree
-from .verify import Acceptance, accept_sampling, residual_record, sampled_check
+from ..engine.acceptance import Acceptance, SamplingRule, accept_sampling, residual_record, sampled_check
+from ..engine.events import NodeCheck
+from ..errors import GumihoError
+from ..tree import DraftTree
 
 EXACT = "exact"
 
 
 def accept_keep_drafts(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator | None,
-                       children: list[list[int]] | None = None) -> Acceptance:
+                       children: list[list[int]] | None = None, records: bool = False) -> Acceptance:
     """WRONG on purpose: keep the best child at every depth, then the bonus from p."""
     if children is None:
         children = tree.children()
@@ -48,25 +49,26 @@ def accept_keep_drafts(tree: DraftTree, probs: torch.Tensor, generator: torch.Ge
     while children[node]:
         c = children[node][0]
         tok = tree.tokens[c]
-        p = probs[node]
-        mass = float(p.sum())
         # Drawn like the exact rule's test so the record reads the same way; with
         # accept_prob 1 every draw (u < 1) accepts: the rule ignores p.
         r = float(torch.rand((), generator=generator))
-        checks.append(NodeCheck(node=c, parent=node, token=tok, depth=tree.depths[c], draft_prob=tree.probs[c],
-                                rule_q=1.0, target_prob=float(p[tok]) / mass if mass > 0 else 0.0,
-                                accept_prob=1.0, uniform=r, accepted=True))
+        if records:
+            p = probs[node]
+            mass = float(p.sum())
+            checks.append(NodeCheck(node=c, parent=node, token=tok, depth=tree.depths[c], draft_prob=tree.probs[c],
+                                    rule_q=1.0, target_prob=float(p[tok]) / mass if mass > 0 else 0.0,
+                                    accept_prob=1.0, uniform=r, accepted=True))
         path.append(c)
         chosen.append(tok)
         node = c
     residual = probs[node] / probs[node].sum()
     y = int(torch.multinomial(residual, 1, generator=generator))
     chosen.append(y)
-    return Acceptance(path, y, chosen, checks, residual_record(node, residual, y))
+    return Acceptance(path, y, chosen, checks, residual_record(node, residual, y) if records else None)
 
 
 def accept_drafter_q(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator | None,
-                     children: list[list[int]] | None = None) -> Acceptance:
+                     children: list[list[int]] | None = None, records: bool = False) -> Acceptance:
     """WRONG on purpose: the sampled-draft rule min(1, p/q) with the drafter's own q,
     on drafts that were picked top-k (see the module's docstring)."""
     if children is None:
@@ -84,7 +86,8 @@ def accept_drafter_q(tree: DraftTree, probs: torch.Tensor, generator: torch.Gene
             tp = float(p[tok])
             accept_prob = min(1.0, tp / qc) if qc > 0 else (1.0 if tp > 0 else 0.0)
             ok = r < accept_prob
-            checks.append(sampled_check(tree, c, node, qc, tp, r, ok))
+            if records:
+                checks.append(sampled_check(tree, c, node, qc, tp, r, ok))
             if ok:
                 chosen.append(tok)
                 path.append(c)
@@ -99,10 +102,9 @@ def accept_drafter_q(tree: DraftTree, probs: torch.Tensor, generator: torch.Gene
             return Acceptance(path, y, chosen, checks, residual_record(node, p, y))
 
 
-Rule = Callable[..., Acceptance]
-
-# The rules by name; the decode loop takes one as ``acceptance_rule`` (gumiho.decode.stream).
-SAMPLING_RULES: dict[str, Rule] = {
+# The rules by name, each the callable the decode loop takes as ``acceptance_rule``
+# (gumiho.engine.decode.stream); the names are the experiment's and the app's.
+SAMPLING_RULES: dict[str, SamplingRule] = {
     EXACT: accept_sampling,
     "keep_drafts": accept_keep_drafts,
     "drafter_q": accept_drafter_q,

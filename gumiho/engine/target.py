@@ -8,9 +8,9 @@ from typing import Optional, Union
 
 import torch
 
-from .errors import GumihoError
-from .runtimes.base import Runtime
-from .runtimes.pytorch import TorchRuntime
+from ..errors import GumihoError
+from ..runtimes.base import Runtime
+from ..runtimes.pytorch import TorchRuntime
 
 
 def check_text(text: str, what: str) -> str:
@@ -40,7 +40,7 @@ class Target:
     # this target runs there. prepare_target gives the torch runtime over ``model``.
     runtime: Runtime = field(default=None, repr=False, compare=False)
     # Seconds of a verify forward per tree size on this machine, measured on first use
-    # by a cost-aware tree (gumiho.verifycost.verify_cost_for).
+    # by a cost-aware tree (gumiho.engine.verifycost.verify_cost_for).
     verify_cost: Optional[object] = field(default=None, repr=False, compare=False)
     # Set by load_target when the runtime is not the model's own (llama.cpp): the same
     # model as a target on the torch runtime (see torch_view).

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .heads import HeadFamily
-from .tree import DraftTree
+from ..heads import HeadFamily
+from ..tree import DraftTree
 
 
 @dataclass
@@ -37,7 +37,7 @@ class NodeCheck:
     a check with ``accepted`` moves the walk to ``node``; the checks after it are that
     node's children.
 
-    Sampling (temperature > 0), the engine's rule (gumiho.verify):
+    Sampling (temperature > 0), the engine's rule (gumiho.engine.acceptance):
 
     * ``rule_q`` is the draft probability the rule divides by. This engine drafts the
       top-k tokens deterministically, so each child is a point mass, q = 1.
@@ -56,7 +56,7 @@ class NodeCheck:
     ``target_prob`` is the softmax of the target's raw logits at the parent
     (temperature 1, no top-k or top-p), for information only: the rule ignores it.
 
-    A deliberately wrong rule (gumiho.rules) fills the same fields with what it did.
+    A rule an experiment hands the loop (one wrong on purpose) fills the same fields with what it did.
     """
 
     node: int  # tree index of the checked node

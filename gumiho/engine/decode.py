@@ -12,15 +12,17 @@
                       the states of its layers, from the same forward)
         emit(...)   -> the path's tokens and the bonus, cut where vanilla would stop (step 1, 2, ...)
 
-The loop knows drafting only through the proposer interface (gumiho.proposers).
+The settings and every check made before the first forward are gumiho.engine.run's;
+verify, accept and commit are gumiho.engine.verify's; this module strings the steps
+together. The loop knows drafting only through the proposer interface
+(gumiho.proposers), and the sampling rule only as a callable it is handed
+(gumiho.engine.acceptance.SamplingRule).
 With no drafter (the Vanilla proposer) the tree is the root alone and this is plain
 token-by-token decoding with a KV cache: the reference the speculative output is
 compared with.
 """
 from __future__ import annotations
 
-import math
-import operator
 import threading
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -28,64 +30,17 @@ from typing import Iterator, Optional, Union
 
 import torch
 
-from .errors import GumihoError
+from ..errors import GumihoError
+from ..heads import HeadFamily
+from ..proposers import Budget, Verified
+from ..runtimes.base import Forward
+from ..tree import DraftTree
+from .acceptance import Acceptance, SamplingRule, accept_sampling, process_logits, sample_token
 from .events import EmittedToken, RejectedToken, StepEvent
-from .heads import HeadFamily
 from .metrics import GenerationStats, summarize
-from .proposers import Budget, Proposer, ProposerSession, Verified, as_proposer
-from .rules import EXACT, SAMPLING_RULES, check_rule
-from .runtimes.base import Forward
+from .run import GenerationSettings, Run, check_prompt_ids, check_settings, draft_depth, start
 from .target import Target
-from .tree import DraftTree, TreeSettings
-from .verify import Acceptance, accept_greedy, accept_sampling, process_logits, sample_token
-from .verifycost import VerifyCost, tokens_needed, verify_cost_for
-
-MAX_NEW_TOKENS_LIMIT = 1_000_000
-MAX_SEED = 2**64 - 1  # what torch.Generator.manual_seed takes
-
-
-@dataclass(slots=True)  # an unknown setting raises (as TreeSettings)
-class GenerationSettings:
-    max_new_tokens: int = 128
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: Optional[int] = None
-    tree: Optional[TreeSettings] = None  # None: sized for the device
-
-    def validate(self) -> "GenerationSettings":
-        m = self.max_new_tokens
-        if isinstance(m, bool) or not isinstance(m, int) or m <= 0:
-            raise GumihoError(f"max_new_tokens must be a whole number >= 1, got {m!r}.")
-        if m > MAX_NEW_TOKENS_LIMIT:
-            raise GumihoError(f"max_new_tokens={m} is too large; use at most {MAX_NEW_TOKENS_LIMIT}.")
-        t = self.temperature
-        if not isinstance(t, (int, float)) or isinstance(t, bool) or math.isnan(t) or t < 0 or t > 100:
-            raise GumihoError(f"temperature must be a number between 0 and 100 (0 = greedy), got {t!r}.")
-        p = self.top_p
-        if not isinstance(p, (int, float)) or isinstance(p, bool) or math.isnan(p) or not (0 < p <= 1):
-            raise GumihoError(f"top_p must be a number in (0, 1], got {p!r}.")
-        k = self.top_k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise GumihoError(f"top_k must be a whole number >= 0 (0 = off), got {k!r}.")
-        sd = self.seed
-        if sd is not None and (isinstance(sd, bool) or not isinstance(sd, int) or not 0 <= sd <= MAX_SEED):
-            raise GumihoError(f"seed must be a whole number from 0 to 2**64 - 1, or None for a random one; "
-                              f"got {repr(sd)[:40]}.")
-        if self.tree is not None:
-            if not isinstance(self.tree, TreeSettings):
-                raise GumihoError(f"tree must be a TreeSettings, e.g. TreeSettings(total_tokens=5, depth=3) (for a "
-                                  f"dict d: TreeSettings(**d)), or None for the device's; "
-                                  f"got {type(self.tree).__name__}.")
-            self.tree.validate()
-        return self
-
-    def tree_on(self, target: Target) -> TreeSettings:
-        """The tree a generation on ``target`` drafts: these settings' own, or (None)
-        the one its runtime wants (TreeSettings.for_target). The one place that
-        choice is made: the decode loop asks it, and so does a caller that must
-        know the depth that ran (the app's legend)."""
-        return self.tree or TreeSettings.for_target(target)
+from .verify import accept, commit, verify
 
 
 @dataclass
@@ -96,114 +51,6 @@ class GenerationResult:
     steps: list[StepEvent] = field(default_factory=list)
     stats: Optional[GenerationStats] = None
     finish_reason: Optional[str] = None
-
-
-def check_settings(settings) -> GenerationSettings:
-    if settings is None:
-        return GenerationSettings()
-    if not isinstance(settings, GenerationSettings):
-        raise GumihoError(f"settings must be a GenerationSettings, e.g. GenerationSettings(max_new_tokens=64) (for a "
-                          f"dict d: GenerationSettings(**d)), or None; got {type(settings).__name__}.")
-    return settings
-
-
-def check_prompt_ids(prompt_ids, target: Target) -> list[int]:
-    """Token ids the target's embedding has rows for: an id outside them fails as a
-    raw IndexError deep inside the model's forward."""
-    if isinstance(prompt_ids, (str, bytes)) or not hasattr(prompt_ids, "__iter__"):
-        raise GumihoError(f"prompt_ids must be a list of token ids (whole numbers), got {type(prompt_ids).__name__}; "
-                          f"turn text into ids with target.encode(text).")
-    ids = []
-    vocab = target.model.get_input_embeddings().num_embeddings
-    for i, t in enumerate(prompt_ids):
-        try:
-            if isinstance(t, bool) or isinstance(t, float):
-                raise TypeError
-            t = operator.index(t)
-        except TypeError:
-            raise GumihoError(f"prompt_ids[{i}] is {repr(t)[:40]}, not a token id (a whole number); turn text into "
-                              f"ids with target.encode(text).") from None
-        if not 0 <= t < vocab:
-            raise GumihoError(f"prompt_ids[{i}] = {t} is not a token id of {target.name}: its ids run from 0 to "
-                              f"{vocab - 1}. Use ids from this target's tokenizer (target.encode(text)).")
-        ids.append(t)
-    return ids
-
-
-def draft_depth(drafter) -> int:
-    """The deepest draft position ``drafter`` (anything :func:`generate` takes as one)
-    can propose: 0 for vanilla."""
-    return as_proposer(drafter).max_depth
-
-
-@dataclass
-class Run:
-    """One generation: what was checked before it started, and its state as it goes."""
-
-    target: Target
-    proposer: Proposer
-    settings: GenerationSettings
-    tree_settings: TreeSettings
-    prompt_ids: list[int]
-    verify_cost: Optional[VerifyCost]  # a cost-aware tree's, measured before the clock starts
-    gen: Optional[torch.Generator]  # None: greedy
-    session: Optional[ProposerSession] = None
-    cache: object = None
-    produced: int = 0  # tokens emitted so far
-    t0: float = 0.0
-    acceptance_rule: str = EXACT  # the sampling rule by name (gumiho.rules); greedy takes only "exact"
-
-    @property
-    def greedy(self) -> bool:
-        return self.gen is None
-
-    @property
-    def past(self) -> int:
-        """The cache's length: every token so far except the last one emitted."""
-        return len(self.prompt_ids) + self.produced - 1
-
-    @property
-    def room(self) -> int:
-        """The deepest draft node the context window leaves room for (node at depth
-        d sits at past + d)."""
-        return self.target.context_length - self.past - 1
-
-
-def start(target: Target, prompt_ids, drafter=None, settings: Optional[GenerationSettings] = None,
-          acceptance_rule: str = EXACT) -> Run:
-    """Every check of a generation, before any forward: settings, the prompt's ids
-    against the target's vocabulary and context window, the drafter, the acceptance
-    rule (a name from gumiho.rules.SAMPLING_RULES: "exact", the engine's, unless an
-    experiment wants a wrong one; see :func:`stream`)."""
-    proposer = as_proposer(drafter)
-    target.runtime.check_proposer(proposer)  # a drafter the runtime cannot feed is refused in words
-    settings = check_settings(settings).validate()
-    check_rule(acceptance_rule)
-    if acceptance_rule != EXACT and settings.temperature == 0:
-        # Refused rather than ignored: a caller who asked for a rule believes it ran.
-        raise GumihoError(f"The acceptance rule {acceptance_rule!r} is a sampling rule: it needs a temperature "
-                          f"above 0. Greedy decoding (temperature 0) keeps a draft exactly when it is the "
-                          f"target's own choice, and has no other rule.")
-    tree_settings = settings.tree_on(target).validate()
-    ctx = target.context_length
-    prompt_ids = check_prompt_ids(prompt_ids, target)
-    if not prompt_ids:
-        raise GumihoError("The prompt is empty: type some text to start from.")
-    if len(prompt_ids) >= ctx:
-        raise GumihoError(
-            f"The prompt is {len(prompt_ids)} tokens long but {target.name} reads at most {ctx} tokens "
-            f"(including the answer); shorten the prompt."
-        )
-    gen = None
-    if settings.temperature != 0:
-        gen = torch.Generator(device="cpu")
-        gen.manual_seed(settings.seed if settings.seed is not None else torch.seed())
-    verify_cost = None
-    if proposer.sizes_by_cost and tree_settings.cost_aware:
-        # Measured once per target, before the clock starts: it is not this generation's work.
-        verify_cost = verify_cost_for(target, tokens_needed(tree_settings))
-    return Run(target, proposer, settings, tree_settings, prompt_ids, verify_cost, gen,
-               acceptance_rule=acceptance_rule)
 
 
 def choose(run: Run, logits_row: torch.Tensor) -> int:
@@ -282,37 +129,6 @@ def draft(run: Run, root: int) -> DraftTree:
     return run.session.propose(root, Budget(run.tree_settings, max_depth=run.room, verify_cost=run.verify_cost))
 
 
-def verify(run: Run, tree: DraftTree) -> Forward:
-    """One target forward over the whole tree after the cache: the states the
-    proposer reads and the logits, one row per node."""
-    parents = None if len(tree) == 1 else tree.parents  # the root alone is a one-token chain
-    return run.target.forward(tree.tokens, run.past, run.cache, parents,
-                              feature_layers=run.proposer.feature_layers)
-
-
-def accept(run: Run, tree: DraftTree, logits: torch.Tensor, children: list[list[int]]) -> Acceptance:
-    """The accepted path and the bonus token (gumiho.verify has both rules)."""
-    if run.greedy:
-        return accept_greedy(tree, logits, children=children)
-    s = run.settings
-    probs = process_logits(logits, s.temperature, s.top_p, s.top_k).cpu()
-    # The exact rule through this module's own name for it, so that a test swapping a
-    # rule in there reaches the loop as before; any other by its name in gumiho.rules.
-    rule = accept_sampling if run.acceptance_rule == EXACT else SAMPLING_RULES[run.acceptance_rule]
-    return rule(tree, probs, run.gen, children=children)
-
-
-def commit(run: Run, tree: DraftTree, acc: Acceptance, states: torch.Tensor) -> list[int]:
-    """Keep the root's and the accepted path's cache entries, hand the proposer
-    their states, and return the step's new tokens (the path's, then the bonus)."""
-    kept = [0] + acc.path
-    if len(tree) > 1:
-        run.target.keep(run.cache, run.past, kept)
-    new_tokens = [tree.tokens[i] for i in acc.path] + [acc.bonus]
-    run.session.update(Verified(tokens=new_tokens, states=states[kept], tree=tree, accepted=acc.path))
-    return new_tokens
-
-
 def emit(run: Run, step: int, tree: DraftTree, acc: Acceptance, new_tokens: list[int], children,
          times: tuple[float, float, float], keep_trees: bool) -> StepEvent:
     """The step's event: its tokens cut where vanilla would stop, each with the head
@@ -344,17 +160,21 @@ def stopped(run: Run, step: int) -> StepEvent:
 
 def stream(target: Target, prompt_ids: list[int], drafter=None, settings: Optional[GenerationSettings] = None,
            stop: Optional[threading.Event] = None, keep_trees: bool = False,
-           acceptance_rule: str = EXACT) -> Iterator[StepEvent]:
+           acceptance_rule: SamplingRule = accept_sampling, records: bool = False) -> Iterator[StepEvent]:
     """Decode ``prompt_ids`` with ``target`` (speculatively when ``drafter`` is given:
     a drafter from load_drafter, ``with_copy(...)``, or any gumiho.proposers.Proposer),
     yielding one StepEvent per target forward. ``stop`` ends the stream early.
 
-    ``acceptance_rule``: the sampling rule by name (gumiho.rules). "exact", the
-    default, is the engine's rule, which keeps the output the target's; the others
-    are wrong on purpose, for the losslessness experiment (gumiho.lossless). A rule
-    other than "exact" needs a temperature above 0: greedy decoding refuses it in
-    words. An unknown name is refused with the list of names."""
-    run = start(target, prompt_ids, drafter, settings, acceptance_rule)
+    ``acceptance_rule``: the sampling rule, a callable the loop calls as
+    gumiho.engine.acceptance.SamplingRule says. The default, accept_sampling, is the
+    engine's rule, which keeps the output the target's; an experiment may hand it
+    another, one wrong on purpose to see the losslessness test catch it. Another needs a
+    temperature above 0: greedy decoding refuses it in words.
+
+    ``records``: each verify step's StepEvent.checks and StepEvent.residual say how the
+    rule decided (the walkthrough and the lab ask). Off, they stay empty, the tokens
+    are the same, and the step reads the device once."""
+    run = start(target, prompt_ids, drafter, settings, acceptance_rule, records)
     with torch.inference_mode():
         event = prefill(run)
         yield event
@@ -387,7 +207,7 @@ def decode_steps(run: Run, event: StepEvent, stop: Optional[threading.Event] = N
 class SharedPrompt:
     """Many short generations of one prompt, with one prefill.
 
-    Sampling the same prompt again and again (gumiho.lossless draws hundreds of
+    Sampling the same prompt again and again (the losslessness experiment draws hundreds of
     two-token continuations) repeats the same prefill each time, and the prefill is
     most of a short generation's work: its forward over the prompt gives the same
     cache, the same logits and the same states every time. Here the prompt runs
@@ -405,8 +225,8 @@ class SharedPrompt:
     cutting the cache, abandoning the one before."""
 
     def __init__(self, target: Target, prompt_ids, drafter=None, settings: Optional[GenerationSettings] = None,
-                 acceptance_rule: str = EXACT):
-        self.run = start(target, prompt_ids, drafter, settings, acceptance_rule)
+                 acceptance_rule: SamplingRule = accept_sampling, records: bool = False):
+        self.run = start(target, prompt_ids, drafter, settings, acceptance_rule, records)
         self.shared = target.runtime.truncates
         self.out: Optional[Forward] = None
         self.cache = None
@@ -443,12 +263,13 @@ class SharedPrompt:
 
 def generate(target: Target, prompt: Union[str, list, None] = None, drafter=None,
              settings: Optional[GenerationSettings] = None, prompt_ids: Optional[list[int]] = None,
-             acceptance_rule: str = EXACT, **overrides) -> GenerationResult:
+             acceptance_rule: SamplingRule = accept_sampling, records: bool = False,
+             **overrides) -> GenerationResult:
     """Generate a whole answer. ``prompt`` (text or chat messages) goes through the
     target's chat template; ``prompt_ids`` bypasses it. Keyword overrides set
     GenerationSettings fields (max_new_tokens=..., temperature=..., tree=...) on a
-    copy: the caller's ``settings`` stays as it was passed. ``acceptance_rule``: as
-    for :func:`stream`."""
+    copy: the caller's ``settings`` stays as it was passed. ``acceptance_rule`` and
+    ``records``: as for :func:`stream`."""
     settings = check_settings(settings)
     known = {f.name for f in fields(GenerationSettings)}
     for k in overrides:
@@ -456,7 +277,7 @@ def generate(target: Target, prompt: Union[str, list, None] = None, drafter=None
             raise GumihoError(f"Unknown generation setting {k!r}.")
     settings = replace(settings, **overrides)
     ids = check_prompt_ids(prompt_ids, target) if prompt_ids is not None else target.encode(prompt)
-    steps = list(stream(target, ids, drafter, settings, acceptance_rule=acceptance_rule))
+    steps = list(stream(target, ids, drafter, settings, acceptance_rule=acceptance_rule, records=records))
     tokens = [t for s in steps for t in s.tokens]
     text = target.tokenizer.decode(tokens, skip_special_tokens=True)
     return GenerationResult(text=text, tokens=tokens, prompt_tokens=len(ids), steps=steps,

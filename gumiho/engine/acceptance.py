@@ -19,21 +19,30 @@ rejection rule (SpecInfer / EAGLE) with a point-mass draft q = delta(c) reads:
 Unrolled, P(emit c_i) = p(c_i) and P(emit y) = p(y) for any other y: the emitted
 token has exactly the target's distribution, whatever the drafter proposed.
 
-Both rules also record what they did, for the events (gumiho.events): every node
-tested, in order, with the numbers of its test (NodeCheck), and, when sampling, the
-residual distribution the bonus was drawn from (Residual). Recording draws nothing
-from the generator, so the samples are those of the rule alone.
+When asked (``records=True``: the walkthrough and the lab ask), both rules also
+record what they did, for the events (gumiho.engine.events): every node tested, in
+order, with the numbers of its test (NodeCheck), and, when sampling, the residual
+distribution the bonus was drawn from (Residual). Recording draws nothing from the
+generator, so the samples, and the tokens, are the same with records on or off. Off,
+greedy reads the device once per step (the argmax of every row) and sampling once
+(the processed distribution, copied to the host before the walk); the records add a
+log-softmax of each visited row and a second read (greedy), and a float per child
+and a top-k of the residual (sampling).
+
+A rule is a callable handed to the decode loop (gumiho.engine.decode.stream's
+``acceptance_rule``), called as :data:`SamplingRule` says. The engine has two:
+:func:`accept_greedy` for temperature 0 and :func:`accept_sampling` above it.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
+from ..tree import DraftTree
 from .events import RESIDUAL_TOP, NodeCheck, Residual
-from .tree import DraftTree
 
 
 @dataclass
@@ -42,7 +51,7 @@ class Acceptance:
     bonus: int  # the target's own next token after the accepted path
     target_choices: list[int]  # the target's token at each depth (accepted tokens, then the bonus)
     # Every node the rule tested, in order, with its decision; and (sampling) the
-    # distribution the bonus was drawn from where the path broke (gumiho.events).
+    # distribution the bonus was drawn from where the path broke (gumiho.engine.events).
     checks: list[NodeCheck] = field(default_factory=list)
     residual: Optional[Residual] = None
 
@@ -65,9 +74,11 @@ def process_logits(logits: torch.Tensor, temperature: float, top_p: float = 1.0,
     return logits.softmax(-1)
 
 
-def accept_greedy(tree: DraftTree, logits: torch.Tensor, children: list[list[int]] | None = None) -> Acceptance:
+def accept_greedy(tree: DraftTree, logits: torch.Tensor, children: list[list[int]] | None = None,
+                  records: bool = False) -> Acceptance:
     """logits [T, V]: the target's logits at every tree node. ``children``:
-    ``tree.children()`` when the caller already has it."""
+    ``tree.children()`` when the caller already has it. ``records``: fill
+    Acceptance.checks (one more read of the device)."""
     choice = logits.argmax(-1).tolist()
     if children is None:
         children = tree.children()
@@ -83,7 +94,7 @@ def accept_greedy(tree: DraftTree, logits: torch.Tensor, children: list[list[int
                 nxt = c
                 break
         if nxt is None:
-            return Acceptance(path, y, chosen, _greedy_checks(tree, logits, tried, choice))
+            return Acceptance(path, y, chosen, _greedy_checks(tree, logits, tried, choice) if records else [])
         path.append(nxt)
         node = nxt
 
@@ -140,9 +151,11 @@ def residual_record(node: int, residual: torch.Tensor, token: int) -> Residual:
 
 
 def accept_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator | None,
-                    children: list[list[int]] | None = None) -> Acceptance:
-    """probs [T, V]: the target's processed distribution at every tree node. ``children``:
-    ``tree.children()`` when the caller already has it."""
+                    children: list[list[int]] | None = None, records: bool = False) -> Acceptance:
+    """The engine's sampling rule (see the module's docstring for its math). probs [T, V]:
+    the target's processed distribution at every tree node, on the host. ``children``:
+    ``tree.children()`` when the caller already has it. ``records``: fill
+    Acceptance.checks and Acceptance.residual."""
     if children is None:
         children = tree.children()
     node, path, chosen, checks = 0, [], [], []
@@ -158,7 +171,8 @@ def accept_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Gener
             # values, so the product r * mass is exact in double precision: this is the
             # exact test r < p(c) / mass, free of the quotient's rounding.
             ok = mass > 0 and r * mass < p_tok
-            checks.append(sampled_check(tree, c, node, 1.0, p_tok / mass if mass > 0 else 0.0, r, ok))
+            if records:
+                checks.append(sampled_check(tree, c, node, 1.0, p_tok / mass if mass > 0 else 0.0, r, ok))
             if ok:
                 chosen.append(tok)
                 path.append(c)
@@ -171,7 +185,16 @@ def accept_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Gener
             residual = p / p.sum()
             y = int(torch.multinomial(residual, 1, generator=generator))
             chosen.append(y)
-            return Acceptance(path, y, chosen, checks, residual_record(node, residual, y))
+            return Acceptance(path, y, chosen, checks, residual_record(node, residual, y) if records else None)
+
+
+# How the decode loop calls a sampling rule:
+#     rule(tree, probs, generator, children=children, records=records) -> Acceptance
+# probs [T, V] the target's processed distribution at every node, on the host; the rule
+# draws from ``generator`` only (so a seed replays it) and fills the records only when
+# ``records`` is true. The engine's own is accept_sampling; an experiment may hand the
+# loop another (one that is wrong on purpose, to see the losslessness test catch it).
+SamplingRule = Callable[..., Acceptance]
 
 
 def sample_token(probs: torch.Tensor, generator: torch.Generator | None) -> int:

@@ -3,10 +3,10 @@
 At temperature 0 losslessness is plain to see: speculative decoding writes exactly
 vanilla's tokens. When sampling, each run writes different tokens, and the claim is
 about distributions: the sequences speculative sampling writes must be distributed
-exactly as those the target writes alone (gumiho.verify has the proof for the
+exactly as those the target writes alone (gumiho.engine.acceptance has the proof for the
 engine's rule). :func:`lossless_check` puts that to a test: it draws ``samples``
 sequences of the first ``tokens`` new tokens by vanilla sampling and as many by
-speculative sampling with a drafter and an acceptance rule (gumiho.rules), each
+speculative sampling with a drafter and an acceptance rule (gumiho.lab.rules), each
 generation with its own seed, and asks whether the two samples could come from one
 distribution.
 
@@ -38,11 +38,11 @@ from typing import Callable, Mapping, Optional
 
 import torch
 
-from .decode import GenerationSettings, SharedPrompt
-from .errors import GumihoError
-from .rules import EXACT, RULE_NAMES, check_rule
-from .target import Target
-from .tree import TreeSettings
+from ..engine.decode import GenerationSettings, SharedPrompt
+from ..engine.target import Target
+from ..errors import GumihoError
+from ..tree import TreeSettings
+from .rules import EXACT, RULE_NAMES, SAMPLING_RULES, check_rule
 
 MIN_EXPECTED = 5.0  # the chi-square approximation's usual minimum expected count per cell
 # The first new token comes from the prefill's forward, before anything is drafted:
@@ -175,13 +175,13 @@ def lossless_check(target: Target, prompt_ids, drafter, temperature: float, samp
                    tree: Optional[TreeSettings] = None) -> LosslessCheck:
     """Draw ``samples`` sequences of the first ``tokens`` new tokens after ``prompt_ids``
     by vanilla sampling and as many by speculative sampling with ``drafter`` and the
-    acceptance ``rule`` (gumiho.rules: "exact", or a wrong one), and test whether the
+    acceptance ``rule`` (a name from gumiho.lab.rules: "exact", or a wrong one), and test whether the
     two samples come from one distribution (the module's docstring has the test).
 
     Every generation runs through the library's decode loop with its own seed, the
     seeds drawn from ``seed`` and distinct across both arms; each arm prefills the
-    prompt once and starts every generation from it (gumiho.decode.SharedPrompt: the
-    same tokens :func:`gumiho.decode.stream` writes, without its repeated prefill,
+    prompt once and starts every generation from it (gumiho.engine.decode.SharedPrompt: the
+    same tokens :func:`gumiho.engine.decode.stream` writes, without its repeated prefill,
     most of a two-token generation's time). The arms take turns, so
     that ``stop`` (checked between generations) leaves them the same size; the test
     then covers what was drawn. ``progress(done, total)`` is called after each
@@ -212,7 +212,9 @@ def lossless_check(target: Target, prompt_ids, drafter, temperature: float, samp
                                   tree=tree)
     t0 = time.perf_counter()
     # Every check of both arms (prompt, settings, drafter, rule) is made here, before a sample is drawn.
-    arms = (SharedPrompt(target, prompt_ids, None, settings), SharedPrompt(target, prompt_ids, drafter, settings, rule))
+    # The draws read tokens only: the rule's records are not asked for (they change no token).
+    arms = (SharedPrompt(target, prompt_ids, None, settings),
+            SharedPrompt(target, prompt_ids, drafter, settings, acceptance_rule=SAMPLING_RULES[rule]))
 
     def draw(arm: SharedPrompt, draw_seed: int) -> tuple:
         return tuple(t for event in arm.stream(draw_seed) for t in event.tokens)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .heads import HeadFamily
+from ..heads import HeadFamily
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Speculative decoding trades one target forward per token for, per verify step, one
 drafting pass and one verify forward that yields several tokens. How many, on
-average, follows from acceptance by position (gumiho.metrics): with L the accepted
+average, follows from acceptance by position (gumiho.engine.metrics): with L the accepted
 draft length of a step and a_d = P(L >= d),
 
     E[L] = sum_{d >= 1} P(L >= d) = a_1 + a_2 + ... + a_D
@@ -18,7 +18,7 @@ tokens in 1 + S forwards:
 
     tau_run = (1 + S (1 + sum_d a_d)) / (1 + S)                (:func:`predicted_run_tau`)
 
-which is exactly the tau gumiho.metrics.summarize measures for that run, and tends
+which is exactly the tau gumiho.engine.metrics.summarize measures for that run, and tends
 to tau_step as the run grows. A run whose last step the token limit (or an EOS, or
 the context) cuts writes one token fewer than this counts: acceptance counts only
 the drafts that step wrote, and its bonus was never written; the measured tau is
@@ -40,9 +40,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
-from .errors import GumihoError
-from .events import StepEvent
-from .metrics import summarize
+from ..engine.events import StepEvent
+from ..engine.metrics import summarize
+from ..errors import GumihoError
 
 
 def predicted_tau(acceptance: Sequence[float]) -> float:
@@ -55,7 +55,7 @@ def predicted_tau(acceptance: Sequence[float]) -> float:
 def predicted_run_tau(acceptance: Sequence[float], verify_steps: int) -> float:
     """tau of a run of ``verify_steps`` verify steps after its prefill, none cut:
     (1 + S (1 + sum_d a_d)) / (1 + S), new tokens over target forwards with the
-    prefill counted as one forward that wrote one token (as gumiho.metrics does)."""
+    prefill counted as one forward that wrote one token (as gumiho.engine.metrics does)."""
     if isinstance(verify_steps, bool) or not isinstance(verify_steps, int) or verify_steps < 0:
         raise GumihoError(f"verify_steps must be a whole number >= 0, got {verify_steps!r}.")
     return (1 + verify_steps * predicted_tau(acceptance)) / (1 + verify_steps)
@@ -118,7 +118,7 @@ def mean_step_costs(events: Iterable[StepEvent]) -> Optional[tuple[float, float]
 
 
 def predict_from_runs(vanilla_events: Iterable[StepEvent], speculative_events: Iterable[StepEvent]) -> SpeedPrediction:
-    """The speed model fed by two runs' StepEvents (gumiho.decode.stream), the prefill
+    """The speed model fed by two runs' StepEvents (gumiho.engine.decode.stream), the prefill
     (step 0) left out of the per-step costs.
 
     forward_s: a vanilla step's whole time, draft_s + verify_s. Vanilla goes through
@@ -126,7 +126,7 @@ def predict_from_runs(vanilla_events: Iterable[StepEvent], speculative_events: I
     proposal's few microseconds and verify_s holds the forward (with accepting and
     committing the token, as a speculative step's verify_s does).
     draft_s, verify_s: per verify step (a step that drafted) of the speculative run.
-    acceptance: by position over the same steps (gumiho.metrics).
+    acceptance: by position over the same steps (gumiho.engine.metrics).
 
     Which average: the mean, for both runs alike. The measured speedup is a ratio of
     totals (vanilla's wall time over speculative decoding's for the same tokens), and

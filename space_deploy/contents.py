@@ -48,7 +48,7 @@ class Entry:
 
 
 def front_matter(root: Path = ROOT) -> dict:
-    """The Space settings at the top of the project README (tests/app/test_space_config.py
+    """The Space settings at the top of the project README (tests/space_deploy/test_space_config.py
     checks them against the pins)."""
     text = (root / "README.md").read_text(encoding="utf-8")
     m = re.match(r"^---\n(.*?)\n---\n", text, re.S)

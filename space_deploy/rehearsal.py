@@ -1,5 +1,5 @@
 """Rehearse a Space's start here, on the files an upload would send
-(``python -m space_deploy NAME --rehearse``; tests/app/test_space_rehearsal.py).
+(``python -m space_deploy NAME --rehearse``; tests/space_deploy/test_space_rehearsal.py).
 
 What a Space does with an upload, done the same way on this machine:
 

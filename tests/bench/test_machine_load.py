@@ -1,6 +1,6 @@
 """How busy the machine was (gumiho.bench.machine_load): read from /proc/stat-shaped
 counters, a spinning process beside the reader is counted as the others' share, and a
-busy reading is named in the benchmark's warnings (the race's: tests/app/test_app_render.py)."""
+busy reading is named in the benchmark's warnings (the race's: tests/app/views/test_app_render.py)."""
 import subprocess
 import sys
 import time

@@ -76,7 +76,7 @@ def b(s: str) -> list[int]:
 
 
 TOK = ByteTokenizer()
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 LAYOUT = DrafterLayout(serial_positions=2, max_depth=7)
 
 

@@ -314,7 +314,7 @@ def test_errors_reach_the_toast_and_the_banner_escaped(monkeypatch):
 
 def test_seed_box_has_no_limit_of_its_own():
     """The framework's own minimum check would end the run's chain of events midway
-    and leave the page waiting (tests/app/test_app_browser.py has the page's view)."""
+    and leave the page waiting (tests/app/web/test_app_browser.py has the page's view)."""
     config = layout.build_app(ModelHub(default_loader=lambda: None)).config
     seed = next(c for c in config["components"] if c.get("props", {}).get("label") == "Seed (sampling)")
     assert seed["props"].get("minimum") is None

@@ -3,7 +3,7 @@
 model's file and the Space's own requirements), with sizes that add up; bad input
 and a missing login are one-line errors before any network; and the real upload,
 against a stand-in for HfApi, sends exactly the files, byte for byte, that the dry
-run writes with --out. (tests/app/test_space_rehearsal.py installs and starts them.)"""
+run writes with --out. (tests/space_deploy/test_space_rehearsal.py installs and starts them.)"""
 from __future__ import annotations
 
 import os

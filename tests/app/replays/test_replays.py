@@ -1,7 +1,7 @@
 """A class on one Space: the model thread's line (place and expected wait), recorded
 examples answered at once and said to be recorded, live runs shared by id, and a
 recording made with another setup refused. A tiny random-weight target; the real
-model's recordings are exercised by the load test (tests/app/test_classroom_load.py)."""
+model's recordings are exercised by the load test (tests/app/replays/test_classroom_load.py)."""
 from __future__ import annotations
 
 import asyncio

@@ -3,7 +3,7 @@ with its table, its sentences and its three plots, at a laptop's and a projector
 width (1024, 1280 and 1920 px) with no text drawn over text; bad input refused in words;
 Stop; and the screenshot the README shows (assets/compare.png).
 
-Needs what tests/app/test_app_browser.py needs (Chromium and playwright)."""
+Needs what tests/app/web/test_app_browser.py needs (Chromium and playwright)."""
 from __future__ import annotations
 
 import os

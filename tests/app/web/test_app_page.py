@@ -1,5 +1,5 @@
 """The page's look, without a browser (issue 41's visual defects; the screenshots of
-tests/app/test_app_browser.py show them in a real one): symbols every font draws, the
+tests/app/web/test_app_browser.py show them in a real one): symbols every font draws, the
 settings' layout, the walkthrough's tree at a height that fits a screen, and the
 walkthrough's progress while it generates."""
 from __future__ import annotations

@@ -14,7 +14,7 @@ from app.race.settings import UNAVAILABLE, weights_choices, weights_info
 from app_server import start_app, stop_app
 from helpers import ready_hub, tiny_target
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FAKE = ROOT / "tests" / "fakes" / "dying_llama_cpp"
 NOTE = ("llama.cpp died with SIGILL (illegal instruction) on this CPU in a trial run in a child "
         "process")

@@ -185,7 +185,7 @@ def test_each_drafters_tau_is_the_benchmarks():
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     out = subprocess.run([sys.executable, "benchmarks/compare_vs_bench.py", "--limit", "2", "--max-new-tokens", "16"],
                          cwd=root, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0 and "every tau equal" in out.stdout, out.stdout + out.stderr[-2000:]

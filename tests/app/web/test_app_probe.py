@@ -305,7 +305,7 @@ def test_a_malformed_drafter_folder_gets_the_apps_words(tmp_path, monkeypatch):
 
 def test_messages_never_show_the_servers_places():
     home = os.path.expanduser("~")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     message = friendly(GumihoError(f"No drafter at '{home}/.ssh' nor {root}/assets/drafters/x; {home}"))
     assert home + "/" not in message and root not in message
     assert "'~/.ssh'" in message and "./assets/drafters/x" in message

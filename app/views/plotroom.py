@@ -3,7 +3,7 @@ drawn over another. The figures are built as JSON before the browser draws them,
 so sizes are worked out from the figure's own height, margins and y range; the
 widths that vary with the page (the x direction) are left with room to spare.
 
-Checked in a real browser, at the page's widths, by tests/app/test_figures_browser.py.
+Checked in a real browser, at the page's widths, by tests/app/views/test_figures_browser.py.
 """
 from __future__ import annotations
 

@@ -149,6 +149,37 @@ def svg(rows: list[dict]) -> str:
     return "\n".join([*parts, "</svg>"]) + "\n"
 
 
+# The issue's targets on MT-Bench: tau with the default CPU tree and with the paper's tree.
+TARGETS = {"cpu": 1.88, "paper": 2.5}
+
+
+def extrapolation(rows: list[dict]) -> list[str]:
+    """Least squares of tau on log(tokens) over the stages (a data-scaling line: each stage
+    added new data, so the later points sit where returns flatten); where it reaches the
+    target, in tokens and in core-hours at the stages' mean rate. A trend, not a promise."""
+    import math
+
+    out = []
+    stages = [r for r in rows if r["name"].startswith("stage")]
+    rate = stages[-1]["core_hours"] / stages[-1]["tokens"]  # core-hours per token over all stages
+    for tree, target in TARGETS.items():
+        pts = [(math.log(r["tokens"]), r[f"tau_{tree}"]) for r in stages if r.get(f"tau_{tree}") is not None]
+        if len(pts) < 3:
+            continue
+        n = len(pts)
+        mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
+        b = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+        a = my - b * mx
+        line = f"{tree} tree: tau = {a:.3f} + {b:.3f} ln(tokens) over {n} stages"
+        if b > 0:
+            need = math.exp((target - a) / b)
+            line += (f"; tau {target} at about {need / 1e6:.0f}M tokens ({need / stages[-1]['tokens']:.1f} times "
+                     f"the {stages[-1]['tokens'] / 1e6:.1f}M so far, about {need * rate:.0f} core-hours at the "
+                     "stages' rate)")
+        out.append(f"- {line}")
+    return out
+
+
 def report(args) -> str:
     rows = points(parse_extra(args.extra))
     for r in rows:
@@ -170,6 +201,7 @@ def report(args) -> str:
         acc = " ".join(f"{x:.2f}" for x in r.get("acceptance_cpu", []))
         lines.append(f"| {r['name']} | {r['tokens']:,} | {r['core_hours']:.2f} | {top} | {r.get('tau_cpu', '')} | "
                      f"{acc} | {r.get('tau_paper', '')} |")
+    lines += ["", *extrapolation(rows)]
     text = "\n".join(lines) + "\n"
     (OUT / "curve.md").write_text(text)
     return text

@@ -85,13 +85,28 @@ def _give_freed_memory_back() -> None:
         pass
 
 
-@pytest.hookimpl(trylast=True)  # after pytest's own teardown has finalized the module's fixtures
-def pytest_runtest_teardown(item, nextitem):
-    if nextitem is not None and nextitem.path == item.path:
-        return
+_last_module: list = []  # the test file whose tests ran last
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """At the first test of each file, the files before it are wholly done: their items no
+    longer hold fixture values (an item keeps its ``funcargs`` through its own teardown, so
+    a module's models are still alive in that file's last teardown hook)."""
+    if _last_module and _last_module[0] != item.path:
+        _module_done(item.config, _last_module[0])
+    _last_module[:] = [item.path]
+
+
+def pytest_sessionfinish(session):
+    if _last_module:
+        _module_done(session.config, _last_module[0])
+
+
+def _module_done(config, path) -> None:
     _give_freed_memory_back()
-    path = item.config.getoption("--memory-log")
-    if path:
+    log = config.getoption("--memory-log")
+    if log:
         now, peak = _resident_mb()
-        with open(path, "a") as f:
-            f.write(f"{item.path.relative_to(item.config.rootpath)}\t{now:.0f}\t{peak:.0f}\n")
+        with open(log, "a") as f:
+            f.write(f"{path.relative_to(config.rootpath)}\t{now:.0f}\t{peak:.0f}\n")

@@ -17,6 +17,7 @@ from ..runtimes.llamacpp_files import layout_file, pick_layout
 from ..runtimes.pytorch import TorchRuntime
 from .assets import DEFAULT_TARGET, DEFAULT_TARGET_LABEL, default_target_files
 from .device import pick_device, pick_dtype
+from .embedded import load_embedded
 from .runtime import pick_runtime, resolve_runtime
 from .sources import is_model_folder, looks_like_path, no_model_folder
 from .weights import model_config, verify_target_weights
@@ -72,9 +73,7 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
         runtime = "torch" if note else runtime
     try:
         if embedded:
-            folder, gguf = default_target_files()
-            tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=dt)
+            tok, model = load_embedded(*default_target_files(), dt)
             label = DEFAULT_TARGET_LABEL
         else:
             as_path = looks_like_path(name)

@@ -122,6 +122,14 @@ NO_INNER_STATES = ("This drafter reads the target's inner layers, which the llam
                    "(float32 weights) to draft with it.")
 
 
+def _free_native(lib, model, pool: dict) -> None:
+    for contexts in pool.values():
+        for ctx in contexts:
+            lib.llama_free(ctx)
+        contexts.clear()
+    lib.llama_model_free(model)
+
+
 class LlamaCppRuntime(Runtime):
     """One GGUF model loaded by llama.cpp, and a pool of contexts (each one KV
     cache) handed out by :meth:`new_cache`. Contexts share the model's weights."""
@@ -167,6 +175,13 @@ class LlamaCppRuntime(Runtime):
         # takes at most 160 tokens a call, and llama.cpp aborts on more).
         self._free: dict[int, list] = {}
         self._lock = threading.Lock()
+        # llama.cpp's memory is not Python's: the model and every context (each with a KV
+        # cache of ``cells``, about 0.24 GB at the default model's 8k window) stay allocated
+        # until freed by name. A live cache holds this runtime (its finalizer is a bound
+        # method of it), so when the runtime goes, every context is back in the pool.
+        # Not at exit: the process's memory goes then anyway, and llama.cpp may be gone first.
+        self._finalizer = weakref.finalize(self, _free_native, lib, self.model, self._free)
+        self._finalizer.atexit = False
 
     def _new_context(self, cells: int):
         lib = self.lib

@@ -1,6 +1,6 @@
 """Fixtures the vLLM tests share (tests/serving/test_vllm_env.py, tests/serving/test_vllm_plugin.py):
 the vLLM environment, and the default target as `python -m gumiho.export target` writes
-it. Imported by name into each test module, so each module has its own (module scope)."""
+it (once for the session). Imported by name into each test module."""
 import pytest
 
 from gumiho.export.__main__ import main as export_main
@@ -17,8 +17,9 @@ def vllm_python():
         pytest.skip(f"vLLM cannot be prepared here: {e}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def exported_default(tmp_path_factory):
+    """Written once for both modules: what they read of it is never changed."""
     folder = tmp_path_factory.mktemp("vllm") / "smollm2-135m-instruct"
     assert export_main(["target", str(folder)]) == 0  # the command a user runs
     return folder

@@ -251,7 +251,7 @@ def cpu_list() -> str:
     return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
 
 
-def engine_environment(kv_cache_gib: int = KV_CACHE_GIB) -> dict:
+def engine_environment(kv_cache_gib: int = KV_CACHE_GIB, one_process: bool = False) -> dict:
     """The variables vLLM runs under. By default vLLM on CPU binds OpenMP to some cores
     and reserves one for its own process; here it gets every core this process has,
     as this project's engine does, so that the two are compared fairly."""
@@ -262,13 +262,15 @@ def engine_environment(kv_cache_gib: int = KV_CACHE_GIB) -> dict:
                # Its processes talk over loopback: unset, vLLM picks the address of the
                # machine's outward interface for its message queue.
                VLLM_HOST_IP="127.0.0.1")
+    if one_process:
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     return env
 
 
 def run_vllm(model_dir, prompts: list[list[int]], max_tokens: int, speculative_config: Optional[dict] = None,
              enforce_eager: bool = True, timeout: float = 1200, python: Optional[Path] = None,
              kv_cache_gib: int = KV_CACHE_GIB, batch_size: int = 0, warmup: bool = False,
-             runs: Optional[list] = None) -> dict:
+             runs: Optional[list] = None, one_process: bool = False) -> dict:
     """Greedy decoding of ``prompts`` (token ids) by vLLM on the transformers folder
     ``model_dir``. Returns the driver's JSON: ``tokens`` (one list per prompt, the EOS
     included when it stopped there), ``load_seconds``, ``decode_seconds``, ``metrics``
@@ -284,7 +286,12 @@ def run_vllm(model_dir, prompts: list[list[int]], max_tokens: int, speculative_c
     the compiled graph cannot be read back from vLLM's compile cache ("'function'
     object has no attribute 'finalize_loading'"), so every start compiles again: about
     70 s of a 100-120 s start on 2 cores, where an eager start takes about 30 s. Eager
-    decoding was not slower there (SmolLM2-135M, 3 prompts of 32 tokens)."""
+    decoding was not slower there (SmolLM2-135M, 3 prompts of 32 tokens).
+
+    ``one_process``: vLLM's engine core runs in the driver's own process
+    (VLLM_ENABLE_V1_MULTIPROCESSING=0) instead of a process it spawns, which imports vLLM
+    a second time: a start of about 24 s where it takes 44 s on 2 cores. The tests run
+    so; the benchmarks keep vLLM's default, the way it is served."""
     if not os.path.isfile(os.path.join(str(model_dir), "config.json")):
         raise VllmEnvError(f"{str(model_dir)!r} is not a model folder (no config.json); write one with "
                            f"`python -m gumiho.export target FOLDER`.")
@@ -304,18 +311,18 @@ def run_vllm(model_dir, prompts: list[list[int]], max_tokens: int, speculative_c
         if enforce_eager:
             command.append("--enforce-eager")
         command += ["--batch-size", str(int(batch_size))] + (["--warmup"] if warmup else [])
-        _run_driver(command, log, timeout, kv_cache_gib)
+        _run_driver(command, log, timeout, kv_cache_gib, one_process)
         with open(result) as f:
             return json.load(f)
 
 
-def _run_driver(command: list, log: str, timeout: float, kv_cache_gib: int) -> None:
+def _run_driver(command: list, log: str, timeout: float, kv_cache_gib: int, one_process: bool = False) -> None:
     """Run the driver (``-I``: none of gumiho's paths or variables reach its python);
     its output goes to a log whose tail a failure shows."""
     with open(log, "w") as out:
         try:
             code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
-                                  env=engine_environment(kv_cache_gib)).returncode
+                                  env=engine_environment(kv_cache_gib, one_process)).returncode
         except subprocess.TimeoutExpired:
             code = None
     if code != 0:

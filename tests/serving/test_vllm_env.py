@@ -45,7 +45,7 @@ def engine_vanilla(default_target):
 def test_vllm_decodes_the_exported_default_target_exactly_as_the_engine(vllm_python, exported_default,
                                                                          engine_vanilla):
     prompt_ids, engine_tokens = engine_vanilla
-    result = run_vllm(exported_default, prompt_ids, MAX_NEW, python=vllm_python)
+    result = run_vllm(exported_default, prompt_ids, MAX_NEW, python=vllm_python, one_process=True)
     print(f"vLLM: loaded in {result['load_seconds']} s, decoded in {result['decode_seconds']} s")
     assert result["tokens"] == engine_tokens
     metrics = result["metrics"]
@@ -61,7 +61,7 @@ def test_vllm_ngram_speculation_keeps_the_tokens_and_reports_its_counters(vllm_p
     spec-decode counters add up."""
     prompt_ids, engine_tokens = engine_vanilla
     ngram = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 3}
-    result = run_vllm(exported_default, prompt_ids, MAX_NEW, speculative_config=ngram, python=vllm_python)
+    result = run_vllm(exported_default, prompt_ids, MAX_NEW, speculative_config=ngram, python=vllm_python, one_process=True)
     assert result["tokens"] == engine_tokens
     spec = result["spec_decode"]
     drafts, per_position = spec["vllm:spec_decode_num_drafts"], spec["vllm:spec_decode_num_accepted_tokens_per_pos"]
@@ -108,7 +108,7 @@ def engine_chain_acceptance(target, drafter_dir, prompt_ids):
 
 def vllm_eagle3(vllm_python, exported_default, drafter_export, prompt_ids):
     spec = {"method": "eagle3", "model": str(drafter_export), "num_speculative_tokens": 3}
-    result = run_vllm(exported_default, prompt_ids, SPEC_NEW, speculative_config=spec, python=vllm_python)
+    result = run_vllm(exported_default, prompt_ids, SPEC_NEW, speculative_config=spec, python=vllm_python, one_process=True)
     s = result["spec_decode"]
     return result["tokens"], s["vllm:spec_decode_num_accepted_tokens"] / s["vllm:spec_decode_num_drafts"], s
 

@@ -272,7 +272,7 @@ def test_a_misread_export_falls_outside_the_tolerance(vllm_python, exported_defa
     misread(state, json.loads((bad / "config.json").read_text()))
     save_file(state, str(bad / "model.safetensors"))
     spec = {"method": "eagle", "model": str(bad), "num_speculative_tokens": K}
-    result = run_vllm(exported_default, prompts[1], MAX_NEW, speculative_config=spec, python=vllm_python)
+    result = run_vllm(exported_default, prompts[1], MAX_NEW, speculative_config=spec, python=vllm_python, one_process=True)
     served = vllm_counts(result["spec_decode"])
     print(f"{misread.__name__}: engine {describe(shipped_chain[1], shipped_chain[1])}; "
           f"vLLM {describe(served, shipped_chain[1])}")
@@ -312,7 +312,7 @@ def test_an_official_checkpoint_goes_through_the_same_export_and_plugin(vllm_pyt
     assert config["gumiho"]["first_layer_input_norm"] is False and config["gumiho"]["draft_vocab_size"] == 49152
     tokens, engine = chain_counts(target, source, prompts[1])
     spec = {"method": "eagle", "model": str(out), "num_speculative_tokens": K}
-    result = run_vllm(exported_default, prompts[1], MAX_NEW, speculative_config=spec, python=vllm_python)
+    result = run_vllm(exported_default, prompts[1], MAX_NEW, speculative_config=spec, python=vllm_python, one_process=True)
     served = vllm_counts(result["spec_decode"])
     print(f"official layout: engine {describe(engine, engine)}; vLLM {describe(served, engine)}")
     assert tokens == engine_vanilla and result["tokens"] == engine_vanilla
@@ -335,7 +335,7 @@ def test_vllm_refuses_more_tokens_than_the_drafter_has_heads_for(vllm_python, ex
     from gumiho.serving.vllm_env import VllmEnvError
 
     with pytest.raises(VllmEnvError, match="more than this Gumiho drafter drafts"):
-        run_vllm(exported_default, prompts[1][:1], 4, speculative_config=spec, python=vllm_python)
+        run_vllm(exported_default, prompts[1][:1], 4, speculative_config=spec, python=vllm_python, one_process=True)
 
 
 def _serve(*argv, env=None, timeout=600):

@@ -16,6 +16,9 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 if __name__ == "__main__":
     from app.core.settings import AppSettings
     from app.web.server import serve
+    from gumiho.files import LibraryPaths, configure
 
-    # The entry point: the operator's GUMIHO_* settings are read here, once, and handed down.
+    # The entry point: the operator's GUMIHO_* settings are read here, once, and handed down
+    # (the library's paths: its cache folder, llama-server, the vLLM environment).
+    configure(LibraryPaths.from_environment(os.environ))
     serve(settings=AppSettings.from_environment(os.environ))

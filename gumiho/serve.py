@@ -6,7 +6,10 @@
 gumiho.serving.vllm_command and gumiho.serving.llamacpp_command have each engine's
 command and say what it does; the serving package holds each engine's build,
 driver and command."""
+import os
 import sys
+
+from .files import LibraryPaths, configure
 
 ENGINES = ("vllm", "llama.cpp")
 
@@ -23,6 +26,7 @@ def engine_of(argv: list[str]) -> str:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     argv = list(sys.argv[1:] if argv is None else argv)
     engine = engine_of(argv)
     if engine == "llama.cpp":

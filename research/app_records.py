@@ -90,8 +90,10 @@ def main() -> None:
     sys.path.insert(0, os.getcwd())
     from app.models.hub import ModelHub
     from app.replays import Replays
+    from gumiho.files import LibraryPaths, configure
     from gumiho.loading import load_target
 
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     hub = ModelHub(default_loader=lambda: load_target(None, runtime="auto"), warmup=False).start()
     if not hub.wait_ready(600):
         raise SystemExit(f"the default model did not load: {hub.error}")

@@ -14,6 +14,7 @@ a bfloat16 copy writing (``--write-dtype bfloat16``). Example::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -50,11 +51,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
 
+    from gumiho.files import LibraryPaths, configure
     from gumiho.files.prompt_files import PromptFileError, read_prompts
     from gumiho.kernels.machine import cpu_has_native_bf16
     from gumiho.loading import load_target
     from gumiho.train.sources.distill import distill_conversations
 
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     torch.set_num_threads(args.threads)
     try:
         convs = read_prompts(args.prompts)[args.skip:args.skip + args.limit]

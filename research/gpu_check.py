@@ -66,8 +66,10 @@ def main(argv=None) -> int:
     from app.race.run import compute_race
     from app.walkthrough.steps import compute_walk, walk_request
     from gumiho import GenerationSettings, stream
+    from gumiho.files import LibraryPaths, configure
     from gumiho.loading import load_target
 
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     zerogpu.model_device = lambda: args.device  # the device the hub loads on and sizes trees for
     t0 = time.perf_counter()
     hub = ModelHub(default_loader=lambda: load_target(None, device=args.device)).start()

@@ -11,12 +11,14 @@ Speedup = vanilla's summed wall time / the method's over the same prompts; tau =
 tokens / target forwards. Every speculative run is checked against vanilla's tokens.
 """
 import argparse
+import os
 import time
 
 import torch
 
 from gumiho import GenerationSettings, TreeSettings, generate, with_copy
 from gumiho.bench.prompt_sets import load_prompts, prompt_ids
+from gumiho.files import LibraryPaths, configure
 from gumiho.loading import load_drafter, load_target, shipped_drafter_path
 
 
@@ -29,6 +31,7 @@ def cases(limit: int):
 
 
 def main():
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
     ap.add_argument("--limit", type=int, default=10)

@@ -7,12 +7,14 @@ one-token forward's bits there. Both cache types in one run, interleaved per len
 """
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
 
 import torch
 
+from gumiho.files import LibraryPaths, configure
 from gumiho.loading import load_target
 from gumiho.runtimes import llamacpp
 
@@ -38,6 +40,7 @@ def measure(target, ids: list[int], n: int) -> dict:
 
 
 def main() -> None:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     p = argparse.ArgumentParser()
     p.add_argument("--lengths", default="200,2000")
     p.add_argument("--threads", type=int, default=2)

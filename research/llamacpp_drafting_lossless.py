@@ -30,6 +30,7 @@ from typing import Callable, Optional
 
 from gumiho.bench.llamacpp_served import complete
 from gumiho.errors import GumihoError
+from gumiho.files import LibraryPaths, configure
 from gumiho.serving.lifecycle import free_port, start_process, wait_until_serving
 from gumiho.serving.llamacpp_command import DEFAULT_K, server_command, stop
 
@@ -110,6 +111,7 @@ def summary(record: dict) -> list[str]:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
     ap.add_argument("--limit", type=int, default=8, help="prompts (N)")

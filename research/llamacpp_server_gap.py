@@ -11,12 +11,14 @@ reports its ``prompt_ms`` and ``predicted_ms``. The runtime keeps its KV cache i
 bfloat16 with flash attention (a one-token forward then carries the same bits as a row
 of a verify: docs/llamacpp.md), the server llama.cpp's defaults (float16)."""
 import argparse
+import os
 import statistics
 import time
 
 from gumiho.bench.llamacpp_served import complete
 from gumiho.bench.prompt_sets import load_prompts, prompt_ids
 from gumiho.engine.decode import GenerationSettings, generate
+from gumiho.files import LibraryPaths, configure
 from gumiho.formats.gguf_target import default_target_file
 from gumiho.loading import load_target
 from gumiho.serving.lifecycle import free_port, start_process, wait_until_serving
@@ -25,6 +27,7 @@ from gumiho.serving.llamacpp_command import server_command, stop
 
 
 def main() -> None:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser()
     ap.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
     ap.add_argument("--limit", type=int, default=10)

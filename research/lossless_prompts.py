@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 from app.lossless.run import LosslessRequest, compute_lossless
 from app.lossless.summary import lossless_summary
 from app.models.hub import ModelHub
+from gumiho.files import LibraryPaths, configure
 from gumiho.kernels.machine import cpu_summary
 from gumiho.lab.rules import SAMPLING_RULES
 
@@ -32,6 +34,7 @@ PROMPTS = ("Write a haiku about the sea.",
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--samples", type=int, default=200)
     ap.add_argument("--tokens", type=int, default=2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -18,10 +19,12 @@ from app.models.hub import ModelHub
 from app.race.run import compute_race
 from app.race.summary import summary
 from app.web.layout import load_examples
+from gumiho.files import LibraryPaths, configure
 from gumiho.kernels.machine import cpu_summary
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=64)

@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from gumiho.files import LibraryPaths, configure
 from gumiho.loading import load_target
 
 
@@ -23,6 +24,7 @@ def prefill_s(target, ids: list[int]) -> float:
 
 
 def main() -> None:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", default="256,2048", help="prompt lengths in tokens, comma-separated")
     ap.add_argument("--tries", type=int, default=2)

@@ -8,7 +8,7 @@ one token) for comparison:
     inputs   verify_inputs: ids, positions and the tree attention mask
     forward  the target forward over the whole tree (logits included)
     accept   accept_greedy
-    cache    keep_tree_entries: the KV cache keeps the root and the accepted path
+    cache    Target.keep: the KV cache keeps the root and the accepted path
     extend   DraftSession.extend with the accepted positions' hidden states
     events   what stream() does per step besides (children lists for the events)
 
@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import os
 import statistics
 import time
 from importlib import import_module
@@ -94,15 +95,61 @@ def _forward(target, ids, pos, mask, cache, *args, **kw):
     parents = None if mask is None else _parents_from_mask(mask, past)
     if args:  # last_logits_only given by position
         kw["last_logits_only"] = args[0]
-    return target.forward([int(t) for t in ids.reshape(-1).tolist()], past, cache, parents, **kw)
+    out = target.forward([int(t) for t in ids.reshape(-1).tolist()], past, cache, parents, **kw)
+    if hasattr(out, "drafter_states"):  # a Forward: (the states the drafter reads, the logits)
+        return out.drafter_states, out.logits
+    return out
 
 
-def _new_cache(g):
-    """The KV cache the decode loop of package ``g`` uses."""
+def _module(g, *names):
+    """The first of package ``g``'s modules ``names`` that it has (a module moved between revisions)."""
+    for name in names:
+        try:
+            return import_module(f"{g.__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if not f"{g.__name__}.{name}".startswith(e.name or "\0"):
+                raise  # the module is there, and something it imports is not
+            continue
+    raise ModuleNotFoundError(f"{g.__name__} has none of {', '.join(names)}")
+
+
+def _new_cache(g, target):
+    """The KV cache the decode loop of package ``g`` uses: the target's own (its runtime's)
+    since the runtime seam, the torch one of ``kvcache`` before it."""
+    if hasattr(target, "new_cache"):
+        return target.new_cache()
     from transformers import DynamicCache
 
-    factory = getattr(import_module(g.__name__ + ".kvcache"), "new_cache", None)
+    factory = getattr(_module(g, "kvcache"), "new_cache", None)
     return factory() if factory is not None else DynamicCache()
+
+
+def _keep(g, target, cache, past, kept):
+    """The cache keeps the prompt's ``past`` entries and the last forward's ``kept`` nodes,
+    as the decode loop of package ``g`` asks for it (Target.keep since the runtime seam)."""
+    if hasattr(target, "keep"):
+        target.keep(cache, past, kept)
+    else:
+        _module(g, "kvcache").keep_tree_entries(cache, past, kept)
+
+
+def _configure_paths(g):
+    """The script's entry: package ``g``'s paths outside a clone (its cache folder) read from
+    the environment once, where ``g`` has them to set (older packages read the environment
+    themselves)."""
+    try:
+        files = _module(g, "files")
+    except ModuleNotFoundError:
+        return
+    if hasattr(files, "LibraryPaths"):
+        files.configure(files.LibraryPaths.from_environment(os.environ))
+
+
+def _verify_inputs(g, tree, past, target):
+    """(ids, positions, mask) of a verify forward over ``tree``, by package ``g``'s own
+    function (in gumiho.runtimes.treemask since the runtime seam, in gumiho.tree before)."""
+    module = _module(g, "runtimes.treemask", "tree")
+    return module.verify_inputs(tree, past, target.device, target.dtype)
 
 
 def features_kw(drafter) -> dict:
@@ -138,7 +185,7 @@ def _propose(g, session, last, settings):
 def after_prompt(g, target, drafter, prompt_ids):
     """The state after the prompt's prefill: the target's cache, a drafting session
     that has read the prompt, and the first token (greedy). Call in inference mode."""
-    cache = _new_cache(g)
+    cache = _new_cache(g, target)
     n = len(prompt_ids)
     hidden, logits = _forward(target, torch.tensor([prompt_ids]), torch.arange(n)[None], None, cache,
                                     **features_kw(drafter))
@@ -151,8 +198,6 @@ def after_prompt(g, target, drafter, prompt_ids):
 def spec_steps(g, target, drafter, prompt_ids, steps, settings, added=None):
     """Per-part times (seconds) of ``steps`` greedy speculative steps of package ``g``
     (and, appended to the list ``added`` when given, how many tokens each step added)."""
-    kv = import_module(g.__name__ + ".kvcache")
-    tr = import_module(g.__name__ + ".tree")
     ve = import_module(g.__name__ + ".engine.acceptance")
 
     times = {p: [] for p in PARTS}
@@ -166,14 +211,14 @@ def spec_steps(g, target, drafter, prompt_ids, steps, settings, added=None):
             t0 = clock()
             tree = _propose(g, session, last, settings)
             t1 = clock()
-            ids, pos, mask = tr.verify_inputs(tree, past, target.device, target.dtype)
+            ids, pos, mask = _verify_inputs(g, tree, past, target)
             t2 = clock()
             hidden, logits = _forward(target, ids, pos, mask, cache, **fused)
             t3 = clock()
             acc = ve.accept_greedy(tree, logits)
             t4 = clock()
             kept = [0] + acc.path
-            kv.keep_tree_entries(cache, past, kept)
+            _keep(g, target, cache, past, kept)
             t5 = clock()
             new_tokens = [tree.tokens[i] for i in acc.path] + [acc.bonus]
             _feed(g, session, hidden[kept], new_tokens, new_tokens, tree, acc.path)
@@ -195,7 +240,7 @@ def vanilla_steps(g, target, prompt_ids, steps):
     """Times of ``steps`` vanilla steps: one target forward over one token (plus argmax)."""
     out = []
     with torch.inference_mode():
-        cache = _new_cache(g)
+        cache = _new_cache(g, target)
         n = len(prompt_ids)
         _, logits = _forward(target, torch.tensor([prompt_ids]), torch.arange(n)[None], None, cache)
         last = int(logits[-1].argmax())
@@ -214,7 +259,7 @@ def prefill_times(g, target, prompt_ids, rounds):
     with torch.inference_mode():
         for _ in range(rounds):
             for last_only in (True, False):
-                cache = _new_cache(g)
+                cache = _new_cache(g, target)
                 t0 = time.perf_counter()
                 _forward(target, torch.tensor([prompt_ids]), torch.arange(len(prompt_ids))[None], None, cache,
                                last_logits_only=last_only)
@@ -229,7 +274,7 @@ def forward_inputs(g, target, session, last, n_prompt, settings=None):
     if settings is None:
         return torch.tensor([[last]]), torch.tensor([[n_prompt]]), None
     tree = _propose(g, session, last, settings)
-    return import_module(g.__name__ + ".tree").verify_inputs(tree, n_prompt, target.device, target.dtype)
+    return _verify_inputs(g, tree, n_prompt, target)
 
 
 def op_times(g, target, drafter, prompt_ids, settings, forwards=20):
@@ -238,7 +283,6 @@ def op_times(g, target, drafter, prompt_ids, settings, forwards=20):
     after the prompt: {op name: (ms one token, ms tree)}, and the tree's size."""
     from torch.profiler import ProfilerActivity, profile
 
-    kv = import_module(g.__name__ + ".kvcache")
     n = len(prompt_ids)
     out = {}
     with torch.inference_mode():
@@ -250,7 +294,7 @@ def op_times(g, target, drafter, prompt_ids, settings, forwards=20):
                 with profile(activities=[ProfilerActivity.CPU]) if profiled else contextlib.nullcontext() as prof:
                     for _ in range(forwards if profiled else 1):
                         _forward(target, *args, cache)
-                        kv.keep_tree_entries(cache, n, [])  # back to the prompt's cache
+                        _keep(g, target, cache, n, [])  # back to the prompt's cache
             out[name] = {e.key: e.self_cpu_time_total / 1000 / forwards for e in prof.key_averages()}
     names = set(out["one"]) | set(out["tree"])
     return {k: (out["one"].get(k, 0.0), out["tree"].get(k, 0.0)) for k in names}, inputs["tree"][0].shape[1]
@@ -287,14 +331,13 @@ def forward_medians(g, target, cache, n_prompt, calls, rounds):
     """Median seconds of each target forward of ``calls`` ({key: ((ids, positions,
     mask), keywords)}) after a cache of the ``n_prompt`` prompt tokens, the calls
     interleaved round by round, the cache cut back to the prompt after each."""
-    kv = import_module(g.__name__ + ".kvcache")
     out = {key: [] for key in calls}
     for _ in range(rounds):
         for key, (args, kw) in calls.items():
             t0 = time.perf_counter()
             _forward(target, *args, cache, **kw)
             out[key].append(time.perf_counter() - t0)
-            kv.keep_tree_entries(cache, n_prompt, [])  # back to the prompt's cache
+            _keep(g, target, cache, n_prompt, [])  # back to the prompt's cache
     return {key: statistics.median(v) for key, v in out.items()}
 
 
@@ -377,6 +420,7 @@ def main():
         torch.set_num_threads(args.threads)
     import gumiho as g
 
+    _configure_paths(g)
     if args.feature_layers in (None, "none"):  # read as training's --feature-layers reads it
         args.feature_layers = None
     else:
@@ -387,7 +431,7 @@ def main():
         except g.GumihoError as e:
             ap.error(str(e))
     target = g.load_target(None, device="cpu")
-    pick = getattr(import_module(g.__name__ + ".models"), "drafter_dtype", None)
+    pick = getattr(_module(g, "loading", "models"), "drafter_dtype", None)
     drafters = load_drafters(g, target, args, pick)
     # The tree the engine uses on this device (what the benchmarks run), optionally resized.
     settings = g.TreeSettings.for_device(target.device)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -42,6 +43,7 @@ from app.models.hub import ModelHub
 from app.race.run import Progress, compute_race
 from app.views.render import speedup
 from app.web.layout import load_examples
+from gumiho.files import LibraryPaths, configure
 from gumiho.kernels.machine import cpu_summary
 
 FAIR = 0.10
@@ -114,6 +116,7 @@ def raced(hub: ModelHub, req, load: str, procs: int, half: int) -> dict:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=4, help="the page's first N example prompts (default 4)")
     ap.add_argument("--max-new-tokens", type=int, default=64)

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,7 @@ from gumiho.bench.compare_drafters import speedups, tau_difference
 from gumiho.bench.compare_records import compare as compare_records
 from gumiho.bench.compare_records import per_prompt
 from gumiho.bench.records import SET_NAMES  # the six sets, in table order
+from gumiho.files import LibraryPaths, configure
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = {
@@ -365,6 +367,7 @@ def report(args) -> str:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     for name in ("train", "bench", "report", "kinds", "check", "taus"):

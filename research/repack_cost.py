@@ -14,6 +14,7 @@ each a median of paired per-round (per-prompt) ratios with a 95% bootstrap inter
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import random
 import statistics
@@ -24,6 +25,7 @@ import torch
 
 from gumiho import GenerationSettings, generate
 from gumiho.bench.prompt_sets import load_prompts, prompt_ids
+from gumiho.files import LibraryPaths, configure
 from gumiho.loading import load_target
 from gumiho.runtimes.llamacpp import LlamaCppRuntime
 from gumiho.runtimes.native_probe import cpu_signature
@@ -53,6 +55,7 @@ def forward_ms(target, ids: list[int]) -> dict:
 
 
 def main() -> None:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     p = argparse.ArgumentParser()
     p.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
     p.add_argument("--limit", type=int, default=8)

@@ -15,6 +15,7 @@ Means per step over every step of every prompt; tau = new tokens per step. The l
 column is the wall time per new token over vanilla's: below 1.00 drafting pays.
 """
 import argparse
+import os
 import statistics
 import time
 
@@ -23,6 +24,7 @@ import torch
 import gumiho.engine.decode as decode
 from gumiho import GenerationSettings, generate
 from gumiho.bench.prompt_sets import load_prompts, prompt_ids
+from gumiho.files import LibraryPaths, configure
 from gumiho.loading import load_drafter, load_target, shipped_drafter_path
 from gumiho.tree import TreeSettings
 
@@ -55,6 +57,7 @@ class PartTimer:
 
 
 def main():
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
     ap.add_argument("--limit", type=int, default=4)

@@ -14,9 +14,11 @@ Speedup is vanilla's wall time over the method's, summed over the prompts."""
 import argparse
 import dataclasses
 import json
+import os
 import time
 
 from gumiho import GenerationSettings, generate, with_copy
+from gumiho.files import LibraryPaths, configure
 from gumiho.loading import load_drafter, load_target, shipped_drafter_path
 from gumiho.tree import TreeSettings
 
@@ -27,6 +29,7 @@ def chain(n: int) -> TreeSettings:
 
 
 def main():
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser()
     ap.add_argument("--runtime", required=True, choices=("torch", "llama.cpp"))
     ap.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")

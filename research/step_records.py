@@ -19,6 +19,7 @@ and the ratio on / off of each. On a GPU every read back is a device sync; on a 
 the records cost their arithmetic only.
 """
 import argparse
+import os
 import statistics
 import time
 
@@ -27,6 +28,7 @@ import torch
 import gumiho.engine.decode as decode
 from gumiho import GenerationSettings, stream
 from gumiho.bench.prompt_sets import load_prompts, prompt_ids
+from gumiho.files import LibraryPaths, configure
 from gumiho.kernels.machine import cpu_summary
 from gumiho.loading import load_drafter, load_target, shipped_drafter_path
 
@@ -56,6 +58,7 @@ def run(target, drafter, ids, settings, records, timer):
 
 
 def main():
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", default="benchmarks/prompts/mt_bench.jsonl")
     ap.add_argument("--limit", type=int, default=4)

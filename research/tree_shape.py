@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import sys
 
 from gumiho import GenerationSettings, load_drafter, load_target, shipped_drafter_path, stream
 from gumiho.bench import load_prompts, prompt_ids
 from gumiho.engine.metrics import summarize
+from gumiho.files import LibraryPaths, configure
 
 BANDS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
@@ -79,6 +81,7 @@ def tree_shape(target, drafter, prompts, max_new_tokens: int, depth: int, with_c
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", required=True, help="benchmark prompt file (.jsonl)")
     ap.add_argument("--limit", type=int, default=10, help="as the bench's --limit")

@@ -5,16 +5,22 @@ cache folder so nothing earlier answers.
 
     PYTHONPATH=. python research/trial_cost.py
 """
+import dataclasses
 import os
 import tempfile
 import time
+from pathlib import Path
 
+from gumiho.files import LibraryPaths, configure
 from gumiho.loading import default_target_files
 from gumiho.runtimes.llamacpp_files import LAYOUTS, layout_file, pick_layout
 
 
 def main() -> None:
-    os.environ["GUMIHO_CACHE"] = tempfile.mkdtemp(prefix="trial-cost-")  # the verdicts, and the Q4_0 rewrite
+    # The script's entry: the library's paths as the environment sets them, in a fresh cache folder (the
+    # verdicts, and the Q4_0 rewrite).
+    fresh = Path(tempfile.mkdtemp(prefix="trial-cost-"))
+    configure(dataclasses.replace(LibraryPaths.from_environment(os.environ), cache_root=fresh))
     from gumiho.runtimes.llamacpp import TRIAL_SHAPE, check_runtime
 
     shipped = os.path.join(*default_target_files())

@@ -32,6 +32,7 @@ from gumiho import (
 )
 from gumiho.bench import load_prompts, prompt_ids
 from gumiho.engine.verifycost import verify_cost_for
+from gumiho.files import LibraryPaths, configure
 
 
 def parse_grid(text: str) -> list[CopySettings]:
@@ -62,6 +63,7 @@ def run(target, ids, drafter, gen, cost) -> dict:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--prompts", nargs="+", required=True)
     p.add_argument("--limit", type=int, default=4)

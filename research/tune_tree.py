@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 from gumiho import GenerationSettings, TreeSettings, load_drafter, load_target, stream, summarize
 from gumiho.bench import load_prompts, prompt_ids
 from gumiho.engine.verifycost import tokens_needed, verify_cost_for
+from gumiho.files import LibraryPaths, configure
 
 # The last two CPU defaults, rows 5 and 18: 7 drafted nodes plus up to 1 full-tree
 # node (9 with the root), and 5 drafted nodes without (6 with the root).
@@ -66,6 +68,7 @@ GRID = [
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # the script's entry: the library's paths, read once
     ap = argparse.ArgumentParser()
     ap.add_argument("--drafter", required=True)
     ap.add_argument("--prompts", required=True)

@@ -1,3 +1,4 @@
+import dataclasses
 import gc
 import os
 import sys
@@ -16,12 +17,39 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from gumiho.files import LibraryPaths, configure, configured  # noqa: E402
+
 # One intra-op thread: the tests' models are tiny, and with two threads on a busy
 # two-core machine the workers wait on each other far longer than they compute.
 torch.set_num_threads(1)
 
 # The tiers (pytest.ini's markers: slow, browser, vllm, llamacpp) are kept where the tests are:
 # a module's `pytestmark`, or a test's own decorator, so a renamed test keeps its tier.
+
+
+def pytest_configure(config):
+    """The suite is an entry point of its own: the library's paths outside a clone
+    (gumiho.files.paths: GUMIHO_CACHE, GUMIHO_LLAMA_SERVER, GUMIHO_VLLM_ENV) are read from
+    its environment once, before any fixture, as a command reads them, so that a prebuilt
+    llama-server or vLLM environment named there serves the tests that need one."""
+    configure(LibraryPaths.from_environment(os.environ))
+
+
+@pytest.fixture(autouse=True)
+def library_paths():
+    """The suite's paths (above) put back after each test, so that a test that sets its
+    own, or runs a command's ``main`` (which reads them from the environment it has then),
+    leaves nothing to the next. Called, it sets some for this test:
+    ``library_paths(cache_root=tmp_path)``."""
+    kept = configured()
+
+    def use(**changes) -> LibraryPaths:
+        paths = dataclasses.replace(kept, **changes)
+        configure(paths)
+        return paths
+
+    yield use
+    configure(kept)
 
 
 @pytest.fixture(scope="module")

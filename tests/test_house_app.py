@@ -1,24 +1,29 @@
 """The app's floors and its settings, checked from the source (issue 78):
 
 * GUMIHO_* variables are read from the process's environment only by the entry points
-  listed in ENTRY_POINTS; everything below them is handed a settings object;
+  listed in ENTRY_POINTS; everything below them is handed a settings object (the app's,
+  AppSettings) or the library's paths, which every command and the app set once at their
+  start (gumiho.files.paths: the cache folder, llama-server, the vLLM environment);
 * no import circle between the app's folders, imports for annotations included;
 * app.web is the top floor: only the entry points import it.
 """
 import ast
+import importlib
 from pathlib import Path
 
+import pytest
 from test_house import _cycles
+
+from gumiho.files import LibraryPaths, cache_root, configured
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # The commands' and the app's entry points: where a process's environment may be read into
 # settings. The bench's parser is its command's entry (main builds it first thing).
 ENTRY_POINTS = {"app.py", "app/__main__.py", "app/web/record.py", "gumiho/bench/cli.py"}
-# Library modules that still read GUMIHO_* below their commands (issue 78, not yet moved to
-# the commands' main): each one named here, so that no new one can join them unseen.
-LIBRARY_READS_LEFT = {"gumiho/files/__init__.py", "gumiho/serving/llamacpp_build.py", "gumiho/serving/vllm_env.py"}
 PREFIX = "GUMIHO_"
+# What an entry point does first: the library's paths, read from its environment once.
+CONFIGURES = "LibraryPaths.from_environment(os.environ)"
 
 
 def _environ_check(tree):
@@ -69,10 +74,8 @@ def _sources():
 
 def test_settings_are_read_at_the_entry_points_only():
     found = {rel: reads for rel, text in _sources().items() if (reads := environment_reads(text))}
-    below = {rel: reads for rel, reads in found.items() if rel not in ENTRY_POINTS | LIBRARY_READS_LEFT}
+    below = {rel: reads for rel, reads in found.items() if rel not in ENTRY_POINTS}
     assert below == {}, f"GUMIHO_* read below the entry points (hand a settings object down instead): {below}"
-    # The lists above stay true: an entry point named here still reads, a library read left is still there.
-    assert {rel for rel in LIBRARY_READS_LEFT if rel not in found} == set()
     assert {"app.py", "app/__main__.py"} - set(_uses_from_environment()) == set()
 
 
@@ -88,6 +91,140 @@ def test_the_environment_check_finds_a_read():
     assert environment_reads('def f(env):\n    return env.get("GUMIHO_PUBLIC")') == []  # a mapping handed in
     assert environment_reads('def f(environ):\n    return environ.get("GUMIHO_PUBLIC")') == []
     assert environment_reads('import os\nx = os.environ.get("HOME")') == []
+
+
+# ----------------------------------------------------------------------------- the library's paths
+
+
+def _runs_as_main(source: str) -> bool:
+    """Whether a module has an ``if __name__ == "__main__":`` block."""
+    return any(isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and isinstance(n.test.left, ast.Name)
+               and n.test.left.id == "__name__" for n in ast.parse(source).body)
+
+
+def imports_of(source: str, rel: str) -> list[tuple[str, str]]:
+    """(module, name) of every import of the file ``rel``, anywhere in it, a relative one
+    made absolute (name "" for a plain ``import module``)."""
+    package = rel.removesuffix(".py").split("/")[:-1]
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            out += [(base, a.name) for a in node.names]
+    return out
+
+
+def entry_files(sources: dict) -> list[str]:
+    """The files a process starts in: a ``__main__.py``, a module with a ``__main__`` block
+    (``python -m``, ``python app.py``) and the console scripts' (gumiho/commands.py)."""
+    return sorted(rel for rel, text in sources.items()
+                  if rel.endswith("__main__.py") or rel == "gumiho/commands.py" or _runs_as_main(text))
+
+
+def unconfigured_entries(sources: dict) -> list[str]:
+    """The entry files that run the library without setting its paths first: one passes
+    that reads them itself (CONFIGURES), that runs nothing of the library (the vLLM
+    driver, the llama.cpp trial: another interpreter's scripts), or whose every ``main``
+    is imported from a file that reads them (``python -m gumiho.bench``: the bench's cli)."""
+    left = []
+    for rel in entry_files(sources):
+        text = sources[rel]
+        imports = imports_of(text, rel)
+        mains = [module.replace(".", "/") + ".py" for module, name in imports if name == "main"]
+        library = any(m == "gumiho" or m.startswith("gumiho.") for m, _ in imports)
+        if CONFIGURES in text or not library or (mains and all(CONFIGURES in sources.get(m, "") for m in mains)):
+            continue
+        left.append(rel)
+    return left
+
+
+def test_every_entry_point_sets_the_library_paths():
+    """GUMIHO_CACHE, GUMIHO_LLAMA_SERVER and GUMIHO_VLLM_ENV work for every command and the
+    app because each reads them at its start: the library never does."""
+    sources = _sources()
+    entries = entry_files(sources)
+    assert {"app.py", "app/__main__.py", "gumiho/serve.py", "gumiho/bench/__main__.py", "gumiho/commands.py",
+            "gumiho/serving/llamacpp_command.py", "gumiho/train/__main__.py"} <= set(entries)
+    assert unconfigured_entries(sources) == []
+
+
+def test_the_entry_check_finds_an_entry_that_forgets():
+    sources = {"gumiho/x.py": "from .loading import load_target\nif __name__ == '__main__':\n    load_target()\n",
+               "gumiho/y/__main__.py": "from .cli import main\nmain()\n", "gumiho/y/cli.py": "def main(): pass\n",
+               "gumiho/z.py": "import json\nif __name__ == '__main__':\n    print(json.dumps(1))\n"}
+    assert unconfigured_entries(sources) == ["gumiho/x.py", "gumiho/y/__main__.py"]
+    sources["gumiho/y/cli.py"] = f"import os\ndef main():\n    configure({CONFIGURES})\n"
+    assert unconfigured_entries(sources) == ["gumiho/x.py"]
+
+
+def test_the_paths_are_read_from_a_mapping_handed_in(tmp_path):
+    given = {"GUMIHO_CACHE": str(tmp_path / "cache"), "GUMIHO_LLAMA_SERVER": str(tmp_path / "bin" / "llama-server"),
+             "GUMIHO_VLLM_ENV": str(tmp_path / "venv"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    paths = LibraryPaths.from_environment(given)
+    assert paths == LibraryPaths(cache_root=tmp_path / "cache", llama_server=tmp_path / "bin" / "llama-server",
+                                 vllm_env=tmp_path / "venv")
+    # Without GUMIHO_CACHE: the XDG cache folder, else ~/.cache/gumiho; a blank value is no value.
+    assert LibraryPaths.from_environment({"XDG_CACHE_HOME": str(tmp_path / "xdg")}).cache_root == tmp_path / "xdg" / \
+        "gumiho"
+    home = Path("~").expanduser()
+    assert LibraryPaths.from_environment({"GUMIHO_CACHE": " ", "GUMIHO_VLLM_ENV": ""}) == LibraryPaths() == \
+        LibraryPaths(cache_root=home / ".cache" / "gumiho")
+    assert LibraryPaths.from_environment({"GUMIHO_CACHE": "~/elsewhere"}).cache_root == home / "elsewhere"
+
+
+def test_the_library_uses_the_paths_set_or_handed_to_it(tmp_path, library_paths):
+    from gumiho.serving.llamacpp_build import build_dir
+    from gumiho.serving.vllm_env import VLLM_VERSION, env_dir
+
+    library_paths(cache_root=tmp_path / "cache", vllm_env=None)
+    assert cache_root() == tmp_path / "cache" and build_dir().parent == tmp_path / "cache"
+    assert env_dir() == tmp_path / "cache" / f"vllm-{VLLM_VERSION}"
+    library_paths(cache_root=tmp_path / "cache", vllm_env=tmp_path / "venv")
+    assert env_dir() == tmp_path / "venv"
+    handed = LibraryPaths(cache_root=tmp_path / "other")
+    assert cache_root(handed) == tmp_path / "other" and env_dir(handed) == tmp_path / "other" / f"vllm-{VLLM_VERSION}"
+
+
+def _command_modules() -> list[str]:
+    """The library's commands' modules with a ``main(argv)`` that reads the paths (the
+    bench's cli among them, which ``python -m gumiho.bench`` and ``gumiho-bench`` run)."""
+    return [rel.removesuffix(".py").replace("/", ".") for rel, text in _sources().items()
+            if rel.startswith("gumiho/") and CONFIGURES in text and "\ndef main(argv" in text]
+
+
+@pytest.mark.parametrize("module", _command_modules())
+def test_a_command_reads_the_paths_from_its_environment(module, tmp_path, monkeypatch, capsys):
+    """Each command's main, run with the variables set (here with --help, which stops it
+    after its parser), leaves the library configured with them."""
+    monkeypatch.setenv("GUMIHO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GUMIHO_LLAMA_SERVER", str(tmp_path / "llama-server"))
+    monkeypatch.setenv("GUMIHO_VLLM_ENV", str(tmp_path / "venv"))
+    assert configured().cache_root != tmp_path / "cache"
+    with pytest.raises(SystemExit):
+        importlib.import_module(module).main(["--help"])
+    assert configured() == LibraryPaths(cache_root=tmp_path / "cache", llama_server=tmp_path / "llama-server",
+                                        vllm_env=tmp_path / "venv")
+
+
+def test_the_serve_command_uses_the_llama_server_its_environment_names(tmp_path, monkeypatch, capsys,
+                                                                        library_paths):
+    """GUMIHO_LLAMA_SERVER through the serve command to the build step: the binary it names
+    is the one refused (not executable), before anything is built or fetched."""
+    from gumiho.serve import main
+
+    library_paths(llama_server=tmp_path / "not-this-one")  # what the library would use unconfigured
+    (tmp_path / "target.gguf").write_bytes(b"GGUF" + bytes(60))
+    (tmp_path / "llama-server").write_text("not a program")
+    monkeypatch.setenv("GUMIHO_LLAMA_SERVER", str(tmp_path / "llama-server"))
+    monkeypatch.setenv("GUMIHO_CACHE", str(tmp_path / "cache"))
+    assert main(["--engine", "llama.cpp", "--drafter", "none", "--target", str(tmp_path / "target.gguf")]) == 2
+    said = capsys.readouterr().err
+    assert f"GUMIHO_LLAMA_SERVER names {str(tmp_path / 'llama-server')!r}, which is not an executable file" in said
+    assert not (tmp_path / "cache").exists()
 
 
 # ----------------------------------------------------------------------------- the app's floors

@@ -19,6 +19,8 @@ import sys
 import threading
 import time
 
+from gumiho.files import LibraryPaths, configure
+
 from ..compare.run import CompareForm, compute_compare, parse_compare
 from ..core.forms import SIZED_SHAPE, RaceForm, parse_request
 from ..core.settings import AppSettings
@@ -65,6 +67,7 @@ def record(hub: ModelHub, prompts: list[str], kinds=KINDS, say=print) -> Recordi
 
 def main(argv=None) -> int:
     settings = AppSettings.from_environment(os.environ)  # an entry point: the operator's settings, read once
+    configure(LibraryPaths.from_environment(os.environ))  # and the library's paths
     p = argparse.ArgumentParser(prog="python -m app.web.record", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=settings.recordings_file, help="the recordings file (default: the app's, "
                    "GUMIHO_APP_RECORDINGS or assets/recordings/examples.pkl.gz)")

@@ -30,6 +30,7 @@ from typing import Optional
 from ..engine.decode import GenerationSettings, stream
 from ..engine.metrics import summarize
 from ..errors import GumihoError
+from ..files import LibraryPaths, configure
 from ..files.prompt_files import read_prompts
 from ..tree import TreeSettings
 
@@ -97,6 +98,7 @@ def shipped_drafters(target, kinds=KINDS) -> dict:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     ap = argparse.ArgumentParser(prog="python -m gumiho.bench.acceptance", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="write the measured record here (a new baseline)")
     ap.add_argument("--check", help="compare with this baseline; exit 1 outside the tolerances")

@@ -14,6 +14,7 @@ dequantised target (the torch runtime), on the same prompts:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import torch
 from ..engine.decode import GenerationSettings, generate
 from ..engine.verifycost import measure_verify_cost
 from ..errors import GumihoError
+from ..files import LibraryPaths, configure
 from ..loading import load_target
 from .prompt_sets import load_prompts, prompt_ids
 from .records import save
@@ -69,6 +71,7 @@ def _log(msg: str) -> None:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     ap = argparse.ArgumentParser(prog="python -m gumiho.bench.asstored", description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", required=True, help="a bench prompt file (.jsonl)")
     ap.add_argument("--limit", type=int, default=20)

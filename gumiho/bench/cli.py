@@ -16,6 +16,7 @@ from typing import Optional
 import torch
 
 from ..errors import GumihoError
+from ..files import LibraryPaths, configure
 from ..loading import DEFAULT_TARGET_LABEL, DRAFTER_DTYPES, load_target
 from ..proposers import CopySettings, as_proposer
 from ..tree import TreeSettings
@@ -206,6 +207,7 @@ def busy_warning(machine: Optional[dict]) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     args = build_parser().parse_args(argv)
     warnings: list[str] = []
 

@@ -29,11 +29,13 @@ noise of each prompt's run, not another machine or another day.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 from pathlib import Path
 
 from ..engine.metrics import SPEEDUP_THROUGHPUT, speedup, speedup_kind
+from ..files import LibraryPaths, configure
 from .records import load, speedup_pairs  # records in table order, with their set names
 
 # What --method is compared with by default: the two ablations, and the one-layer
@@ -152,6 +154,7 @@ def compare(paths, method: str = "gumiho", others=None, resamples: int = 10000) 
 
 
 def main(argv=None):
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     ap = argparse.ArgumentParser(prog="python -m gumiho.bench.compare_drafters",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("records", nargs="+", help="bench JSON files (python -m gumiho.bench --out)")

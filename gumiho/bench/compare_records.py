@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
+from ..files import LibraryPaths, configure
 from .compare_drafters import tau_difference
 from .methods import DRAFTER_METHODS
 
@@ -67,6 +69,7 @@ def compare(old: Path, new: Path, methods: list[str], resamples: int = 10000) ->
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     ap = argparse.ArgumentParser(prog="python -m gumiho.bench.compare_records",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--old", required=True, type=Path)

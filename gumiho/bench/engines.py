@@ -57,6 +57,7 @@ import torch
 
 from ..engine.decode import GenerationSettings, generate
 from ..errors import GumihoError
+from ..files import LibraryPaths, configure
 from ..kernels.machine import cpu_summary
 from ..loading import llamacpp_available, load_target
 from ..runtimes.llamacpp_files import DEFAULT_LAYOUT, LAYOUTS, SHIPPED_LAYOUT
@@ -215,6 +216,7 @@ def format_rows(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     ap = argparse.ArgumentParser(prog="python -m gumiho.bench.engines", description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", required=True, help="a bench prompt file (.jsonl)")
     ap.add_argument("--limit", type=int, default=10)

@@ -29,6 +29,7 @@ import torch
 from ..engine.decode import GenerationSettings, generate
 from ..engine.target import Target
 from ..errors import GumihoError
+from ..files import LibraryPaths, configure
 from ..kernels.machine import cpu_summary
 from ..loading import default_target_files, load_target
 from ..runtimes.llamacpp import LlamaCppRuntime
@@ -138,6 +139,7 @@ def format_exactness(ex: dict) -> str:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     ap = argparse.ArgumentParser(prog="python -m gumiho.bench.layouts", description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts-dir", default="benchmarks/prompts", help="every *.jsonl in it is a prompt set")
     ap.add_argument("--limit", type=int, default=5, help="prompts per set for exactness")

@@ -8,9 +8,11 @@ sections of the other records (gumiho.bench.report_sections).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from ..files import LibraryPaths, configure
 from .records import load
 from .report_sections import (
     asstored_section,
@@ -24,6 +26,7 @@ from .report_tables import figure, setup_words, speedup_words, table, wins
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     ap = argparse.ArgumentParser(prog="python -m gumiho.bench.report",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("results", nargs="+")

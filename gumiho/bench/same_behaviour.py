@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
+
+from ..files import LibraryPaths, configure
 
 PER_PROMPT_KEYS = ("new_tokens", "target_forwards", "finish_reason", "identical")
 PER_METHOD_KEYS = ("new_tokens", "target_forwards", "tau", "acceptance_by_position", "accepted_by_proposer",
@@ -88,6 +91,7 @@ def compare_dirs(before: Path, after: Path) -> tuple[list[str], int]:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("before", type=Path, help="folder of records made before the change")
     ap.add_argument("after", type=Path, help="folder of records of the same names made after it")

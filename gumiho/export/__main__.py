@@ -5,9 +5,11 @@ code`` (its first docstring line is the help); adding one is one entry in SUBCOM
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..errors import GumihoError
+from ..files import LibraryPaths, configure
 from ..formats import transformers_folder as target
 from . import eagle3, gguf, gumiho
 
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

@@ -1,21 +1,24 @@
 """Files this project keeps outside a clone, and how it checks them: the one cache
 folder (rewritten GGUF layouts, the vLLM environment, vLLM exports, native runtimes'
 verdicts), a file's SHA-256 (a cached file against its record, a data file a resumable
-run was started on) and a cheaper key of a file or folder as it is now (its sizes and times)."""
+run was started on) and a cheaper key of a file or folder as it is now (its sizes and times).
+
+Where the cache folder is, and the other paths outside a clone, is set once by the entry
+point (gumiho.files.paths: the commands and the app read ``GUMIHO_CACHE`` and the others
+from their environment); the library reads no environment."""
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
+from typing import Optional
+
+from .paths import LibraryPaths, configure, configured
 
 
-def cache_root() -> Path:
-    """``$GUMIHO_CACHE`` if set, else ``$XDG_CACHE_HOME/gumiho``, else ``~/.cache/gumiho``."""
-    chosen = os.environ.get("GUMIHO_CACHE", "").strip()
-    if chosen:
-        return Path(chosen).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "gumiho"
+def cache_root(paths: Optional[LibraryPaths] = None) -> Path:
+    """The cache folder of ``paths``, else of the configured paths: ``GUMIHO_CACHE`` where
+    the entry point read one, else ``$XDG_CACHE_HOME/gumiho``, else ``~/.cache/gumiho``."""
+    return (paths or configured()).cache_root
 
 
 def file_sha256(path) -> str:
@@ -36,3 +39,6 @@ def fingerprint(path: str) -> str:
         st = f.stat()
         digest.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     return digest.hexdigest()[:16]
+
+
+__all__ = ["LibraryPaths", "cache_root", "configure", "configured", "file_sha256", "fingerprint"]

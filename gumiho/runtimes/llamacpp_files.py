@@ -20,7 +20,8 @@ llama.cpp's quantiser, ``allow_requantize``) reads the shipped file, dequantises
 Q4_1 block and writes it as Q4_0; the embedding (Q8_0, also the LM head) and the
 norms (float32) are kept. Once per machine, into the project's cache folder's ``gguf/``
 (gumiho.files.cache_root: ``~/.cache/gumiho`` unless ``GUMIHO_CACHE`` or ``XDG_CACHE_HOME``
-says otherwise), never into the clone; a few seconds. A sidecar records
+says otherwise, as the command or app that runs this read them: gumiho.files.paths), never
+into the clone; a few seconds. A sidecar records
 the SHA-256 of the source and of the written file; a file whose hash no longer
 matches (a crash half-way, a disk error), or whose source changed, is written again.
 """

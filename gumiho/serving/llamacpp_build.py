@@ -15,7 +15,9 @@ clone (gumiho.files.cache_root: ``~/.cache/gumiho/llama.cpp-<first 12 hex digits
 source's SHA-256>``), so every clone on a machine shares one build, and another pinned
 source is another folder. A ready file, written last, marks a finished build; a folder
 without it is built again. ``GUMIHO_LLAMA_SERVER`` names a llama-server binary to use
-instead (one built from the same source: the EAGLE-3 file format is that source's).
+instead (one built from the same source: the EAGLE-3 file format is that source's); the
+commands read it, with the cache folder, at their start (gumiho.files.paths), and this
+module is handed the result (``LibraryPaths.llama_server``).
 
 What is checked before anything is fetched or compiled: cmake and a C++ compiler on
 the PATH.
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
-from ..files import cache_root, file_sha256
+from ..files import LibraryPaths, cache_root, configured, file_sha256
 from ..runtimes.native_probe import cpu_signature
 from .lifecycle import build_lock
 
@@ -48,15 +50,16 @@ VENDOR = f"llama_cpp_python-{SOURCE_VERSION}/vendor/llama.cpp/"
 CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
                "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF")
 READY_FILE = "gumiho-ready.json"
-ENV_VARIABLE = "GUMIHO_LLAMA_SERVER"
+ENV_VARIABLE = "GUMIHO_LLAMA_SERVER"  # named in its messages; the commands read it (gumiho.files.paths)
 
 
 class ServerBuildError(GumihoError):
     """llama-server could not be fetched or built here."""
 
 
-def build_dir() -> Path:
-    return cache_root() / f"llama.cpp-{SOURCE_SHA256[:12]}"
+def build_dir(paths: Optional[LibraryPaths] = None) -> Path:
+    """This project's build, in the cache folder of ``paths`` (else of the configured paths)."""
+    return cache_root(paths) / f"llama.cpp-{SOURCE_SHA256[:12]}"
 
 
 def server_binary(folder: Optional[Path] = None) -> Path:
@@ -83,16 +86,17 @@ def check_tools() -> None:
                                f"llama-server built from llama-cpp-python {SOURCE_VERSION}'s vendor/llama.cpp.")
 
 
-def ensure_server(log: Callable[[str], None] = lambda line: None) -> Path:
-    """The llama-server binary: ``GUMIHO_LLAMA_SERVER``, else the cached build, built
-    first when there is none (once per machine; one builder at a time)."""
-    chosen = os.environ.get(ENV_VARIABLE, "").strip()
-    if chosen:
-        path = Path(chosen).expanduser()
+def ensure_server(log: Callable[[str], None] = lambda line: None, paths: Optional[LibraryPaths] = None) -> Path:
+    """The llama-server binary: the one ``paths`` (else the configured paths) name
+    (``GUMIHO_LLAMA_SERVER``), else the cached build, built first when there is none
+    (once per machine; one builder at a time)."""
+    paths = paths or configured()
+    if paths.llama_server is not None:
+        path = paths.llama_server
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ServerBuildError(f"{ENV_VARIABLE} names {chosen!r}, which is not an executable file.")
+            raise ServerBuildError(f"{ENV_VARIABLE} names {str(path)!r}, which is not an executable file.")
         return path
-    folder = build_dir()
+    folder = build_dir(paths)
     if ready(folder):
         return server_binary(folder)
     check_tools()

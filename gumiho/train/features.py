@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from ..errors import GumihoError
+from ..files import LibraryPaths, configure
 from . import shards
 from .data import Sequence, check_data_dir, collate, length_groups, shard_folders
 from .states import target_states
@@ -79,6 +80,7 @@ def run(model, data: str, out: str, layers, max_tokens: int = 4096, log=print) -
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     from .__main__ import parse_feature_layers
 
     p = argparse.ArgumentParser(prog="python -m gumiho.train.features", description=__doc__.split("\n\n")[1],

@@ -46,6 +46,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..files import LibraryPaths, configure
 from ..files.prompt_files import PromptFileError, read_prompts
 from .sources.prompts import write_jsonl
 
@@ -247,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     p = build_parser()
     a = p.parse_args(argv)
     if not a.train_steps and a.probe_steps >= a.warmup_steps:

@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from ..errors import GumihoError
+from ..files import LibraryPaths, configure
 
 # Where the shipped drafters' training records live, relative to the repository root
 # (the command runs from there, as the drafter folder it is given shows).
@@ -246,6 +248,7 @@ from the benchmark sets was used in training.
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     ap = argparse.ArgumentParser(prog="python -m gumiho.train.model_card", description=__doc__.split("\n\n")[0])
     ap.add_argument("folder")
     ap.add_argument("--bench", required=True, help="a gumiho.bench JSON that includes this drafter's method")

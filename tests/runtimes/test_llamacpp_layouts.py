@@ -26,8 +26,8 @@ def gguf_types(path):
     return {t.name: t.tensor_type.name for t in gguf.GGUFReader(path).tensors}
 
 
-def test_the_rewrite_is_written_once_into_the_cache_and_checked_by_hash(shipped, tmp_path, monkeypatch):
-    monkeypatch.setenv("GUMIHO_CACHE", str(tmp_path))
+def test_the_rewrite_is_written_once_into_the_cache_and_checked_by_hash(shipped, tmp_path, library_paths):
+    library_paths(cache_root=tmp_path)
     path = layout_file(shipped, LAYOUTS["q4_0"])
     assert path.startswith(str(tmp_path)) and path != shipped
     record = json.loads(open(path + ".json").read())
@@ -48,8 +48,8 @@ def test_the_rewrite_is_written_once_into_the_cache_and_checked_by_hash(shipped,
     assert not [n for n in os.listdir(os.path.dirname(path)) if n.endswith((".part", ".tmp"))]
 
 
-def test_the_shipped_layout_is_the_wheels_file_itself(shipped, tmp_path, monkeypatch):
-    monkeypatch.setenv("GUMIHO_CACHE", str(tmp_path))
+def test_the_shipped_layout_is_the_wheels_file_itself(shipped, tmp_path, library_paths):
+    library_paths(cache_root=tmp_path)
     assert layout_file(shipped, LAYOUTS["q4_1"]) == shipped
     assert not os.listdir(tmp_path)
 
@@ -74,10 +74,10 @@ def test_layouts_are_named_in_words_and_bad_names_refused(monkeypatch):
 @pytest.mark.slow
 
 
-def test_the_runtime_runs_the_file_it_names(tmp_path, monkeypatch):
+def test_the_runtime_runs_the_file_it_names(tmp_path, library_paths):
     from gumiho.loading import load_target
 
-    monkeypatch.setenv("GUMIHO_CACHE", str(tmp_path))
+    library_paths(cache_root=tmp_path)
     default = load_target(runtime="llama.cpp")
     assert default.runtime.weights == LAYOUTS["q4_1"].label and default.runtime.path.endswith("Q4_1.gguf")
     fast = load_target(runtime="llama.cpp", layout="q4_0")

@@ -16,10 +16,15 @@ ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "fakes" / "dying_llama_cpp"
 
 
+# Each child is a script of its own, and its entry reads the library's paths (its cache
+# folder, GUMIHO_CACHE) from its environment, as a command's main does.
+ENTRY = "import os\nfrom gumiho.files import LibraryPaths, configure\nconfigure(LibraryPaths.from_environment(os.environ))\n"
+
+
 def run(code: str, cache: Path, death: str = "SIGILL", fake: Path = FAKE, at: str = "") -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake), str(ROOT)]), GUMIHO_CACHE=str(cache),
                GUMIHO_TEST_NATIVE_DEATH=death, GUMIHO_TEST_NATIVE_DEATH_AT=at, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+    return subprocess.run([sys.executable, "-c", ENTRY + code], env=env, capture_output=True, text=True, timeout=600,
                           cwd=ROOT)
 
 

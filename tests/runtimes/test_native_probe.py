@@ -13,8 +13,8 @@ from gumiho.runtimes.native_probe import Outcome, first_usable, probe, signal_na
 
 
 @pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("GUMIHO_CACHE", str(tmp_path))
+def cache(tmp_path, library_paths):
+    library_paths(cache_root=tmp_path)
     return tmp_path
 
 

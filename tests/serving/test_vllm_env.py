@@ -69,11 +69,11 @@ def test_vllm_ngram_speculation_keeps_the_tokens_and_reports_its_counters(vllm_p
     assert len(per_position) == 3 and sum(per_position) == spec["vllm:spec_decode_num_accepted_tokens"]
 
 
-def test_a_registry_out_of_reach_is_told_from_a_failed_build(tmp_path, monkeypatch):
+def test_a_registry_out_of_reach_is_told_from_a_failed_build(tmp_path, monkeypatch, library_paths):
     """What the skip above rests on: with no package index to reach (pip told to use
     none), the build says so with RegistryUnreachable, and leaves no half-built folder
     that would pass for a ready one."""
-    monkeypatch.setenv(vllm_env.ENV_VARIABLE, str(tmp_path / "env"))
+    library_paths(vllm_env=tmp_path / "env")
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))  # and no local wheels either
     with pytest.raises(RegistryUnreachable, match="cannot be reached"):

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from gumiho.files import file_sha256
+from gumiho.files import LibraryPaths, configure, file_sha256
 from gumiho.files.prompt_files import Conversation, PromptFileError, read_prompts
 from gumiho.kernels.machine import cpu_has_native_bf16
 from gumiho.loading import DEFAULT_TARGET_LABEL
@@ -251,6 +251,7 @@ def run(model, tokenizer, prompts_file: str | Path, out_dir: str | Path, *, limi
 
 
 def main(argv: list[str] | None = None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--prompts", required=True, help=".jsonl (prompt/turns/messages per line) or .txt file")
     p.add_argument("--out", required=True, help="output directory for shards and manifest.json")

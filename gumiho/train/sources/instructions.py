@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import sys
@@ -52,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import GumihoError
+from ...files import LibraryPaths, configure
 from .prompts import write_jsonl
 from .source_tree import SourceTree, open_tree
 from .taxonomy import OVERLAP_WORDS, banned_shingles, shingles
@@ -317,6 +319,7 @@ def report(summary: dict, out: str, total: int, max_chars: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     p = argparse.ArgumentParser(prog="python -m gumiho.train.sources.instructions",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--self-instruct", metavar="DIR", help=f"a clone, bare mirror or folder of {SELF_INSTRUCT_URL}")

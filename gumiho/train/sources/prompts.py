@@ -20,11 +20,13 @@ import argparse
 import collections
 import importlib.util
 import json
+import os
 import random
 import sys
 from pathlib import Path
 
 from ...errors import GumihoError
+from ...files import LibraryPaths, configure
 from ...files.prompt_files import read_prompts
 from .math_prompts import math_prompt
 from .tasks import task_prompt, trim_text
@@ -335,6 +337,7 @@ def write_jsonl(records: list[dict], path: str | Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     p = argparse.ArgumentParser(description="Build the self-distillation prompt JSONL.")
     p.add_argument("--out", required=True)
     p.add_argument("--n", type=int, default=3000)

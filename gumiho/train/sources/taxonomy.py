@@ -25,6 +25,7 @@ Output: JSONL, one ``{"id", "source", "prompt"}`` per line, in a seeded shuffle.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
 import subprocess
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import yaml
 
+from ...files import LibraryPaths, configure
 from ...files.prompt_files import PromptFileError, read_prompts
 from .prompts import write_jsonl
 
@@ -165,6 +167,7 @@ def build(repo: str | Path, exclude: list[str], seed: int = 0,
 
 
 def main(argv: list[str] | None = None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     p = argparse.ArgumentParser(prog="python -m gumiho.train.sources.taxonomy", description=__doc__.split("\n\n")[0])
     p.add_argument("repo", help="a git clone of instructlab/taxonomy (full history)")
     p.add_argument("--out", required=True, help="output JSONL of {id, source, prompt}")

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 
+from ...files import LibraryPaths, configure
+
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: see gumiho.train.sources.distill
 
 import argparse
@@ -72,6 +74,7 @@ def encode(tokenizer, question: str, answer: str) -> tuple[list[int], list[int]]
 
 
 def main(argv=None) -> int:
+    configure(LibraryPaths.from_environment(os.environ))  # an entry point: the library's paths, read once
     ap = argparse.ArgumentParser(prog="python -m gumiho.train.sources.textdata", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--model", default=None, help="target (default: embedded SmolLM2-135M-Instruct)")

@@ -1,7 +1,8 @@
 """Files this project keeps outside a clone, and how it checks them: the one cache
-folder (rewritten GGUF layouts, the vLLM environment, vLLM exports, native runtimes'
-verdicts), a file's SHA-256 (a cached file against its record, a data file a resumable
-run was started on) and a cheaper key of a file or folder as it is now (its sizes and times).
+folder (the default target converted from its GGUF file, rewritten GGUF layouts, the vLLM
+environment, vLLM exports, native runtimes' verdicts), a file's SHA-256 (a cached file
+against its record, a data file a resumable run was started on) and a cheaper key of a
+file or folder as it is now (its sizes and times).
 
 Where the cache folder is, and the other paths outside a clone, is set once by the entry
 point (gumiho.files.paths: the commands and the app read ``GUMIHO_CACHE`` and the others

@@ -107,7 +107,9 @@ def load_target(name_or_path: Optional[str] = None, device: Optional[str] = None
             f"or a hub id while online (HF_HUB_OFFLINE must not be set); leave it empty for the default."
         ) from None
     model.to(dev).eval()
-    target = prepare_target(model, tok, label, dev, dt, packed)
+    # On llama.cpp the torch view serves only a caller who asks for the float32 weights:
+    # its packed copies (about 1 GB for the default model) are made on its first forward.
+    target = prepare_target(model, tok, label, dev, dt, packed, prepack=runtime != "llama.cpp")
     if runtime == "llama.cpp":
         lc = LlamaCppRuntime(native_file, target.context_length, weights=chosen_layout.label)
         target = Target(model, tok, label, dev, dt, runtime=lc, _torch_view=target)
@@ -131,11 +133,12 @@ def _native_trial(gguf_file: str, by_name: bool) -> str:
         return e.verdict.reason()
 
 
-def prepare_target(model, tokenizer, name: str, device=None, dtype=None, packed: bool = True) -> Target:
+def prepare_target(model, tokenizer, name: str, device=None, dtype=None, packed: bool = True,
+                   prepack: bool = True) -> Target:
     """Wrap an already loaded HF causal LM (also used by tests with tiny random models).
     ``model`` is not changed: the torch runtime runs a view of it over the same weights
     (gumiho.runtimes.pytorch.TorchRuntime.for_model; ``packed``: its linear layers
-    pre-packed on a CPU)."""
+    pre-packed on a CPU; with ``prepack`` False, each packed on its first product)."""
     cfg = model.config
     text_cfg = getattr(cfg, "get_text_config", lambda: cfg)()
     if "sliding_attention" in (getattr(text_cfg, "layer_types", None) or []):
@@ -149,4 +152,4 @@ def prepare_target(model, tokenizer, name: str, device=None, dtype=None, packed:
     device = torch.device(device or next(model.parameters()).device)
     dtype = dtype or next(model.parameters()).dtype
     return Target(model=model, tokenizer=tokenizer, name=name, device=device, dtype=dtype,
-                  runtime=TorchRuntime.for_model(model, device, dtype, packed))
+                  runtime=TorchRuntime.for_model(model, device, dtype, packed, prepack))

@@ -114,14 +114,16 @@ class TorchRuntime(Runtime):
         self.weights = str(dtype).removeprefix("torch.")
 
     @classmethod
-    def for_model(cls, model: torch.nn.Module, device, dtype: torch.dtype, packed: bool = True) -> "TorchRuntime":
+    def for_model(cls, model: torch.nn.Module, device, dtype: torch.dtype, packed: bool = True,
+                  prepack: bool = True) -> "TorchRuntime":
         """The runtime over a view of ``model`` (:func:`runtime_view`), prepared for
-        decoding: on a CPU, the linear layers packed (``packed``) and the tree-verify
-        attention where the model takes it."""
+        decoding: on a CPU, the linear layers packed (``packed``: now, or with ``prepack``
+        False on each layer's first product, the same kernel either way) and the
+        tree-verify attention where the model takes it."""
         view = runtime_view(model)
         if torch.device(device).type == "cpu":
             if packed:
-                pack_linears(view)
+                pack_linears(view, prepack=prepack)
             use_tree_attention(view)
         return cls(view, device, dtype)
 

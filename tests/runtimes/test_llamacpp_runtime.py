@@ -409,3 +409,23 @@ def test_a_target_let_go_gives_llamacpps_memory_back(monkeypatch):
     assert counts["made"] >= 3 and counts["freed"] == counts["made"], counts
     assert counts["models_freed"] == 3
     assert grown < 150, f"{grown:.0f} MB stayed after two rounds"
+
+
+def test_the_torch_view_packs_on_its_first_forward_and_gives_the_torch_targets_bits():
+    """A llama.cpp target's float32 view carries no packed copies of its weights (about
+    1 GB for the default model) until a forward runs there; then its logits and states
+    are the torch target's bit for bit, as when it was packed at load."""
+    from gumiho.kernels.cpulinear import PackedLinear, available
+    from gumiho.loading import load_target
+
+    if not available():
+        pytest.skip("the packed kernel is not available here")
+    view = trusted_target(runtime="llama.cpp").torch_view()
+    layers = [m for m in view.runtime.model.modules() if isinstance(m, PackedLinear)]
+    assert layers and not any("_pk" in vars(m) for m in layers)
+    eager = load_target(None, runtime="torch")
+    assert all("_pk" in vars(m) for m in eager.runtime.model.modules() if isinstance(m, PackedLinear))
+    ids = eager.encode(PROMPTS[1])
+    ours, theirs = (t.runtime.forward(ids, 0, t.new_cache()) for t in (view, eager))
+    assert all("_pk" in vars(m) for m in layers)
+    assert torch.equal(ours.logits, theirs.logits) and torch.equal(ours.states, theirs.states)

@@ -53,12 +53,19 @@ def load_embedded(folder: str, gguf: str, dtype: torch.dtype):
             log.warning("The converted copy of %s could not be read (%s); reading the GGUF file.", gguf,
                         str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
             shutil.rmtree(converted, ignore_errors=True)
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-    # Float32, the GGUF file's dequantised values, is what is kept; another dtype is a
-    # cast of it, as transformers' GGUF loader casts the same float32 values.
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=torch.float32)
+    tok, model = read_gguf(folder, gguf)
     _write(converted, tok, model)
     return tok, model.to(dtype) if dtype != torch.float32 else model
+
+
+def read_gguf(folder: str, gguf: str):
+    """Tokenizer and float32 model as transformers reads them from the GGUF file (the
+    slow read). Float32, the file's dequantised values, is what is kept; another dtype
+    is a cast of it, as transformers' GGUF loader casts the same float32 values."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+    return tok, AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=torch.float32)
 
 
 def _write(converted: Path, tok, model) -> None:

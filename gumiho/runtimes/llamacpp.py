@@ -175,11 +175,8 @@ class LlamaCppRuntime(Runtime):
         # takes at most 160 tokens a call, and llama.cpp aborts on more).
         self._free: dict[int, list] = {}
         self._lock = threading.Lock()
-        # llama.cpp's memory is not Python's: the model and every context (each with a KV
-        # cache of ``cells``, about 0.24 GB at the default model's 8k window) stay allocated
-        # until freed by name. A live cache holds this runtime (its finalizer is a bound
-        # method of it), so when the runtime goes, every context is back in the pool.
-        # Not at exit: the process's memory goes then anyway, and llama.cpp may be gone first.
+        # llama.cpp's model and contexts (a KV cache of ``cells`` each) are freed by name when the
+        # runtime goes (a live cache holds it, so all are pooled by then); not at exit.
         self._finalizer = weakref.finalize(self, _free_native, lib, self.model, self._free)
         self._finalizer.atexit = False
 

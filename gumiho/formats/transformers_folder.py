@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from ..errors import GumihoError
+from ..files.tensors import weights_to_save
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 WEIGHTS_FILE = "model.safetensors"
@@ -104,25 +105,6 @@ def _remove_model_files(folder: Path) -> None:
     for entry in folder.iterdir():
         if entry.is_file() and (entry.name in _WRITTEN or entry.name.endswith(_WEIGHT_SUFFIXES)):
             entry.unlink()
-
-
-def weights_to_save(model, dtype: torch.dtype) -> dict:
-    """The model's state dict in ``dtype``, without the tensors tied to others (a tied
-    LM head is the embedding: transformers re-ties it on load, and safetensors refuses
-    two names for one storage)."""
-    tied = set(getattr(model, "all_tied_weights_keys", None) or {})
-    if getattr(model.config, "tie_word_embeddings", False) and not tied:
-        tied = {"lm_head.weight"}  # a transformers without the tied-keys table
-    weights, seen = {}, {}
-    for name, tensor in model.state_dict().items():
-        if name in tied:
-            continue
-        if tensor.data_ptr() in seen:
-            raise GumihoError(f"The target's tensors {seen[tensor.data_ptr()]!r} and {name!r} share memory but are "
-                              f"not tied in its config; cannot write them as one checkpoint.")
-        seen[tensor.data_ptr()] = name
-        weights[name] = tensor.detach().to("cpu", dtype if tensor.is_floating_point() else tensor.dtype).contiguous()
-    return weights
 
 
 def _save_weights(weights: dict, path: Path) -> None:

@@ -92,13 +92,9 @@ def _write_folder(work: Path, tok, model) -> None:
     (transformers would look for a GGUF file again), its generation config and tokenizer."""
     import copy
 
-    from ..files.tensors import save_tensors
+    from ..files.tensors import save_tensors, weights_to_save
 
-    tied = set(getattr(model, "all_tied_weights_keys", None) or {})
-    if getattr(model.config, "tie_word_embeddings", False):
-        tied.add("lm_head.weight")
-    weights = {name: t.detach().contiguous() for name, t in model.state_dict().items() if name not in tied}
-    save_tensors(weights, str(work / "model.safetensors"), metadata={"format": "pt"})
+    save_tensors(weights_to_save(model, torch.float32), str(work / "model.safetensors"), metadata={"format": "pt"})
     config = copy.deepcopy(model.config)
     if hasattr(config, "quantization_config"):
         del config.quantization_config
